@@ -1,0 +1,179 @@
+"""Start a real ``tritonserver`` (from the nvidia-pytriton wheel) on the CPU, without Docker.
+
+The wheel carries the server binary and the Python backend only. The launcher lays out a run
+folder (backend with the stub for this interpreter, the model repository with the built ONNX files
+linked into version 1), starts the server on the given ports and stops it by PID.
+Usage: ``python -m infra.triton.launcher --grpc-port 8001`` (Ctrl-C stops it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parent / "model_repository"
+MODEL_NAME = "e5_small"
+ONNX_FILES = ("model.onnx", "model.int8.onnx")
+
+
+def triton_venv() -> Path:
+    """Triton's own virtual environment (numpy<2), made by ``scripts/setup.sh``."""
+    return Path(os.environ.get("MESH_TRITON_VENV", ROOT / ".venv-triton"))
+
+
+def _site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3.*/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"no site-packages under {venv}; run scripts/setup.sh")
+    return found[0]
+
+
+@dataclass
+class TritonProcess:
+    """A running tritonserver and the folder it runs from."""
+
+    process: subprocess.Popen[bytes]
+    run_dir: Path
+    grpc_port: int
+    http_port: int
+    log_path: Path
+    _owns_dir: bool = field(default=True, repr=False)
+
+    @property
+    def grpc_url(self) -> str:
+        """host:port of the gRPC endpoint."""
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server's log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Block until the model answers ready (or raise with the server's log)."""
+        import tritonclient.grpc as tgrpc
+
+        client = tgrpc.InferenceServerClient(self.grpc_url)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}")
+                try:
+                    if client.is_model_ready(MODEL_NAME, client_timeout=1.0):
+                        return
+                except Exception:  # noqa: BLE001 - not up yet
+                    pass
+                time.sleep(0.25)
+        finally:
+            client.close()
+        raise TimeoutError(f"tritonserver not ready after {timeout_s}s:\n{self.log_tail()}")
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL; removes the run folder."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._owns_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def prepare_run_dir(model_dir: Path, precision: str, run_dir: Path, intra_op_threads: int = 0) -> Path:
+    """Lay out backends/ and models/ for one server; returns the models folder."""
+    venv_site = _site_packages(triton_venv())
+    dist = venv_site / "pytriton" / "tritonserver"
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    backend = run_dir / "backends" / "python"
+    shutil.copytree(dist / "backends" / "python", backend, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(dist / "python_backend_stubs" / py / "triton_python_backend_stub", backend)
+    models = run_dir / "models"
+    shutil.copytree(REPOSITORY, models, ignore=shutil.ignore_patterns("__pycache__"))
+    config = models / MODEL_NAME / "config.pbtxt"
+    text = config.read_text()
+    text = text.replace('key: "precision" value { string_value: "int8" }',
+                        f'key: "precision" value {{ string_value: "{precision}" }}')
+    text = text.replace('key: "intra_op_threads" value { string_value: "0" }',
+                        f'key: "intra_op_threads" value {{ string_value: "{intra_op_threads}" }}')
+    config.write_text(text)
+    for name in ONNX_FILES:
+        src = model_dir / name
+        if src.exists():
+            (models / MODEL_NAME / "1" / name).symlink_to(src.resolve())
+    return models
+
+
+def start_triton(
+    model_dir: Path,
+    precision: str = "int8",
+    grpc_port: int = 8001,
+    http_port: int = 8000,
+    metrics_port: int = 8002,
+    intra_op_threads: int = 0,
+    run_dir: Path | None = None,
+) -> TritonProcess:
+    """Start tritonserver serving ``e5_small`` from the built model folder."""
+    owns = run_dir is None
+    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="mesh-triton-"))
+    models = prepare_run_dir(model_dir, precision, run_dir, intra_op_threads)
+    venv_site = _site_packages(triton_venv())
+    binary = venv_site / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+    env = dict(os.environ)
+    libdirs = [str(Path(sysconfig.get_config_var("LIBDIR"))), str(venv_site / "nvidia_pytriton.libs")]
+    env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
+    # The stub embeds Python in isolated mode (PYTHONPATH is ignored) but finds its interpreter
+    # on PATH; with Triton's venv first, pyvenv.cfg makes that venv's site-packages (numpy<2) win.
+    env["PATH"] = f"{triton_venv() / 'bin'}:{env.get('PATH', '')}"
+    cmd = [
+        str(binary), f"--model-repository={models}", f"--backend-directory={run_dir / 'backends'}",
+        f"--grpc-port={grpc_port}", f"--http-port={http_port}", f"--metrics-port={metrics_port}",
+        "--model-control-mode=explicit", f"--load-model={MODEL_NAME}", "--exit-on-error=true",
+        "--disable-auto-complete-config", "--exit-timeout-secs=5", "--log-verbose=0",
+    ]
+    log_path = run_dir / "tritonserver.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    return TritonProcess(proc, run_dir, grpc_port, http_port, log_path, owns)
+
+
+def main() -> None:
+    """Run tritonserver in the foreground until Ctrl-C."""
+    from services.embedding.modelbuild.paths import current_model_dir
+
+    parser = argparse.ArgumentParser(prog="python -m infra.triton.launcher", description=__doc__)
+    parser.add_argument("--model-dir", type=Path, default=None, help="built model folder (default: current)")
+    parser.add_argument("--precision", choices=["fp32", "int8"], default="int8")
+    parser.add_argument("--grpc-port", type=int, default=8001)
+    parser.add_argument("--http-port", type=int, default=8000)
+    parser.add_argument("--metrics-port", type=int, default=8002)
+    args = parser.parse_args()
+    triton = start_triton(args.model_dir or current_model_dir(), args.precision, args.grpc_port,
+                          args.http_port, args.metrics_port)
+    try:
+        triton.wait_ready()
+        print(f"tritonserver ready: grpc {triton.grpc_url}", flush=True)
+        triton.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        triton.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One idempotent set-up for a fresh machine: system packages, Python environments, protocol
+# tooling, generated stubs and the model build. Every step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+PY="${PYTHON:-python3}"
+STAMPS="$ROOT/.venv/.stamps"
+say() { printf '[setup] %s\n' "$*"; }
+
+need_stamp() { # need_stamp NAME FILES... -> true when the inputs changed since the last success
+  local name=$1; shift
+  local sum; sum=$(cat "$@" | sha256sum | cut -c1-32)
+  [[ -f "$STAMPS/$name" && "$(cat "$STAMPS/$name")" == "$sum" ]] && return 1
+  echo "$sum" > "$STAMPS/$name.want"; return 0
+}
+done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
+
+# 1. System packages (Debian). None are needed by the embedding service yet beyond a compiler
+#    toolchain and Node.js, which the machine image has; later services add theirs here.
+APT_PACKAGES=()
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  say "installing system packages: ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. The project's Python environment.
+if [[ ! -x .venv/bin/python ]]; then say "creating .venv"; "$PY" -m venv .venv; fi
+mkdir -p "$STAMPS"
+if need_stamp venv pyproject.toml; then
+  say "installing Python dependencies (pinned in pyproject.toml)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[build,bench,dev]"
+  done_stamp venv
+fi
+
+# 3. Triton's own environment (numpy<2 for its Python backend).
+if [[ ! -x .venv-triton/bin/python ]]; then say "creating .venv-triton"; "$PY" -m venv .venv-triton; fi
+if need_stamp triton infra/triton/requirements.txt; then
+  say "installing Triton (nvidia-pytriton wheel) into .venv-triton"
+  .venv-triton/bin/python -m pip install -q --upgrade pip
+  .venv-triton/bin/python -m pip install -q -r infra/triton/requirements.txt
+  done_stamp triton
+fi
+
+# 4. Protocol tooling (buf, pinned in package.json).
+if need_stamp npm package.json; then
+  say "installing buf (npm)"
+  npm install --no-audit --no-fund --loglevel=error >/dev/null
+  done_stamp npm
+fi
+
+# 5. Generated gRPC stubs (output, never edited) and the path entry that makes them importable.
+if need_stamp protos $(find protos -name '*.proto' | sort) scripts/gen_protos.py || [[ ! -d gen/python ]]; then
+  .venv/bin/python scripts/gen_protos.py
+  done_stamp protos 2>/dev/null || true
+fi
+SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n%s\n' "$ROOT/gen/python" "$ROOT" > "$SITE/korean_mesh_paths.pth"
+
+# 6. Model files (idempotent: verifies the manifest when already built).
+.venv/bin/python -m services.embedding.modelbuild
+say "ready"

@@ -1,0 +1,219 @@
+"""Micro-batcher: requests queue, a batch forms by size or short delay, one inference at a time.
+
+A bounded queue answers :class:`Overloaded` at once (with an estimate of when to retry) instead of
+letting latency grow without limit. Inference runs on a dedicated thread; the event loop only
+moves futures. Requests whose deadline passed or whose caller left are dropped before inference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram
+
+from services.bootstrap.errors import DeadlineExceeded, Overloaded
+from services.embedding.engine.base import EmbeddingEngine
+from services.embedding.engine.tokenizer import EncodedText, TokenBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchOutcome:
+    """Vectors of one request and what its batch cost."""
+
+    vectors: np.ndarray
+    queue_ns: int
+    inference_ns: int
+    batch_size: int
+
+
+@dataclass
+class _Pending:
+    items: list[EncodedText]
+    future: asyncio.Future[BatchOutcome]
+    enqueued: float
+    deadline: float | None
+    vectors: list[np.ndarray] = field(default_factory=list)
+    taken: int = 0  # items handed to a batch so far
+    inference_ns: int = 0
+    batch_size: int = 0
+    started: float | None = None
+
+
+class BatcherMetrics:
+    """Prometheus histograms of the batcher."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.batch_size = Histogram("mesh_embedding_batch_size", "texts per inference batch",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=registry)
+        self.queue_wait = Histogram("mesh_embedding_queue_wait_seconds", "time from enqueue to batch start",
+                                    buckets=(0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                             0.25, 0.5, 1.0), registry=registry)
+        self.inference = Histogram("mesh_embedding_inference_seconds", "inference time per batch",
+                                   buckets=(0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256,
+                                            0.512, 1.0, 2.0), registry=registry)
+
+
+class MicroBatcher:
+    """Collects texts from concurrent requests into batches of at most ``max_batch_size``."""
+
+    def __init__(
+        self,
+        engine: EmbeddingEngine,
+        *,
+        max_batch_size: int,
+        max_queue_delay_s: float,
+        max_queue_texts: int,
+        metrics: BatcherMetrics | None = None,
+    ) -> None:
+        self.engine = engine
+        self.max_batch_size = max_batch_size
+        self.max_queue_delay_s = max_queue_delay_s
+        self.max_queue_texts = max_queue_texts
+        self.metrics = metrics
+        self._queue: deque[_Pending] = deque()
+        self._queued_texts = 0
+        self._wakeup = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
+        self._task: asyncio.Task[None] | None = None
+        self._last_batch_s = 0.05  # prior for the retry estimate until a batch has run
+
+    @property
+    def queued_texts(self) -> int:
+        """Texts waiting for a batch."""
+        return self._queued_texts
+
+    def is_overloaded(self, extra: int = 0) -> bool:
+        """True when ``extra`` more texts would not fit in the queue."""
+        return self._queued_texts + extra > self.max_queue_texts
+
+    def start(self) -> None:
+        """Start the batching loop on the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="micro-batcher")
+
+    async def close(self) -> None:
+        """Stop the loop and the inference thread."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        self._executor.shutdown(wait=True)
+
+    async def run_blocking(self, fn, *args):
+        """Run ``fn`` on the inference thread (used for warm-up)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def submit(self, items: list[EncodedText], deadline: float | None = None) -> BatchOutcome:
+        """Queue one request's texts; resolves when all of them are embedded."""
+        if self.is_overloaded(len(items)):
+            batches_ahead = (self._queued_texts + len(items)) / self.max_batch_size
+            raise Overloaded(
+                f"embedding queue is full ({self._queued_texts} texts waiting, limit {self.max_queue_texts})",
+                retry_after_s=max(0.01, batches_ahead * self._last_batch_s),
+            )
+        loop = asyncio.get_running_loop()
+        pending = _Pending(items=items, future=loop.create_future(), enqueued=time.perf_counter(),
+                           deadline=deadline)
+        self._queue.append(pending)
+        self._queued_texts += len(items)
+        self._wakeup.set()
+        try:
+            return await pending.future
+        except asyncio.CancelledError:
+            # The caller left: drop what has not started (a started batch finishes harmlessly).
+            if pending in self._queue:
+                self._queue.remove(pending)
+                self._queued_texts -= len(items) - pending.taken
+            raise
+
+    def _take_batch(self) -> list[tuple[_Pending, int, int]]:
+        """Slices ``(request, start, stop)`` filling one batch, oldest first; big requests split."""
+        batch: list[tuple[_Pending, int, int]] = []
+        room = self.max_batch_size
+        now = time.perf_counter()
+        while self._queue and room > 0:
+            head = self._queue[0]
+            if head.future.done() or (head.deadline is not None and now > head.deadline):
+                self._queue.popleft()
+                self._queued_texts -= len(head.items) - head.taken
+                if not head.future.done():
+                    head.future.set_exception(DeadlineExceeded("deadline passed while queued"))
+                continue
+            start = head.taken
+            take = min(room, len(head.items) - start)
+            batch.append((head, start, start + take))
+            head.taken += take
+            self._queued_texts -= take
+            room -= take
+            if start + take == len(head.items):
+                self._queue.popleft()
+            else:
+                break  # the rest of a big request goes in the next batch
+        return batch
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            if self.max_queue_delay_s > 0 and self._queued_texts < self.max_batch_size:
+                # Let a batch form, but never hold it longer than the delay.
+                first = self._queue[0].enqueued
+                wait = first + self.max_queue_delay_s - time.perf_counter()
+                while wait > 0 and self._queued_texts < self.max_batch_size:
+                    self._wakeup.clear()
+                    try:
+                        await asyncio.wait_for(self._wakeup.wait(), wait)
+                    except TimeoutError:
+                        break
+                    wait = first + self.max_queue_delay_s - time.perf_counter()
+            slices = self._take_batch()
+            if not slices:
+                continue
+            texts = [item for p, a, b in slices for item in p.items[a:b]]
+            started = time.perf_counter()
+            for p, _, _ in slices:
+                if p.started is None:
+                    p.started = started
+            try:
+                vectors = await loop.run_in_executor(self._executor, self.engine.encode_core,
+                                                     TokenBatch.pad(texts))
+            except Exception as exc:  # noqa: BLE001 - delivered to every caller of the batch
+                for p, _, _ in slices:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                    if p in self._queue:
+                        self._queue.remove(p)
+                        self._queued_texts -= len(p.items) - p.taken
+                continue
+            elapsed = time.perf_counter() - started
+            self._last_batch_s = 0.8 * self._last_batch_s + 0.2 * elapsed
+            if self.metrics is not None:
+                self.metrics.batch_size.observe(len(texts))
+                self.metrics.inference.observe(elapsed)
+            offset = 0
+            for p, a, b in slices:
+                p.vectors.append(vectors[offset : offset + (b - a)])
+                offset += b - a
+                p.inference_ns += int(elapsed * 1e9)
+                p.batch_size = max(p.batch_size, len(texts))
+                if b == len(p.items) and not p.future.done():
+                    queue_s = (p.started or started) - p.enqueued
+                    if self.metrics is not None:
+                        self.metrics.queue_wait.observe(queue_s)
+                    p.future.set_result(BatchOutcome(
+                        vectors=np.concatenate(p.vectors) if len(p.vectors) > 1 else p.vectors[0],
+                        queue_ns=int(queue_s * 1e9), inference_ns=p.inference_ns,
+                        batch_size=p.batch_size))

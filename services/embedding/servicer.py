@@ -1,0 +1,77 @@
+"""gRPC servicer: proto -> :class:`Embedder` -> proto. No logic lives here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+from mesh.embedding.v1 import embedding_pb2 as pb
+
+from services.bootstrap.errors import InvalidInput, MeshError, grpc_code_for
+from services.embedding.embedder import EmbedResult, Embedder
+
+_KIND = {pb.EMBED_KIND_QUERY: "query", pb.EMBED_KIND_PASSAGE: "passage"}
+
+
+def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None else time.perf_counter() + remaining
+
+
+def _response(result: EmbedResult, revision: str) -> pb.EmbedResponse:
+    resp = pb.EmbedResponse(model_revision=revision, timings=pb.EmbedTimings(
+        tokenize_ns=result.tokenize_ns, queue_ns=result.queue_ns, inference_ns=result.inference_ns,
+        total_ns=result.total_ns, batch_size=result.batch_size))
+    for vec, count, cut in zip(result.vectors.tolist(), result.token_counts, result.truncated, strict=True):
+        resp.embeddings.add(values=vec, token_count=count, truncated=cut)
+    return resp
+
+
+def _batch_error(err: MeshError) -> pb.BatchError:
+    out = pb.BatchError(code=grpc_code_for(err).value[0], message=err.message)
+    if isinstance(err, InvalidInput):
+        for v in err.violations:
+            out.field_violations.add(field=v.field, description=v.description)
+    return out
+
+
+class EmbeddingServicer:
+    """Implements mesh.embedding.v1.EmbeddingService over an :class:`Embedder`."""
+
+    def __init__(self, embedder: Embedder, info: pb.InfoResponse) -> None:
+        self.embedder = embedder
+        self.info = info
+
+    async def Embed(self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext) -> pb.EmbedResponse:  # noqa: N802
+        """Embed one batch of texts."""
+        result = await self.embedder.embed(list(request.texts), _KIND.get(request.kind),
+                                           strict=request.options.strict_length, deadline=_deadline(context))
+        return _response(result, self.embedder.revision)
+
+    async def EmbedStream(self, requests: AsyncIterator[pb.EmbedStreamRequest],  # noqa: N802
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[pb.EmbedStreamResponse]:
+        """Answer each streamed batch in order; a bad batch gets an error entry, then a summary."""
+        start = time.perf_counter()
+        batches = failed = texts = 0
+        async for req in requests:
+            seq = batches
+            batches += 1
+            try:
+                result = await self.embedder.embed(list(req.texts), _KIND.get(req.kind),
+                                                   strict=req.options.strict_length, deadline=_deadline(context))
+            except InvalidInput as err:
+                failed += 1
+                yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
+                    batch_id=req.batch_id, sequence=seq, error=_batch_error(err)))
+                continue
+            texts += len(req.texts)
+            yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
+                batch_id=req.batch_id, sequence=seq, response=_response(result, self.embedder.revision)))
+        yield pb.EmbedStreamResponse(summary=pb.EmbedStreamSummary(
+            batches=batches, failed_batches=failed, texts=texts,
+            total_ns=int((time.perf_counter() - start) * 1e9)))
+
+    async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext) -> pb.InfoResponse:  # noqa: N802
+        """Describe the served model."""
+        return self.info
