@@ -1,0 +1,1 @@
+"""Deployment and scale-out: Triton model repository and launcher, manifests, dashboards."""

@@ -1,0 +1,1 @@
+"""The mesh's gRPC services, one package each, on a shared bootstrap."""

@@ -1,0 +1,1 @@
+"""NVIDIA Triton: model repository (CPU Python backend, GPU onnxruntime backend) and a launcher."""

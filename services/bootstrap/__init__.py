@@ -1,0 +1,1 @@
+"""Shared service bootstrap: server creation, health, errors, telemetry, settings."""

@@ -53,7 +53,7 @@ async def _abort(context: grpc.aio.ServicerContext, error: MeshError) -> None:
 
 
 async def _abort_internal(context: grpc.aio.ServicerContext, method: str, exc: Exception) -> None:
-    log.exception("unexpected error in %s", method, exc_info=exc)
+    log.error("unexpected error in %s", method, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}")
 
 

@@ -1,0 +1,1 @@
+"""Embedding service: multilingual-e5-small over ONNX Runtime or Triton."""

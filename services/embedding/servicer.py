@@ -9,7 +9,7 @@ import grpc
 from mesh.embedding.v1 import embedding_pb2 as pb
 
 from services.bootstrap.errors import InvalidInput, MeshError, grpc_code_for
-from services.embedding.embedder import EmbedResult, Embedder
+from services.embedding.embedder import Embedder, EmbedResult
 
 _KIND = {pb.EMBED_KIND_QUERY: "query", pb.EMBED_KIND_PASSAGE: "passage"}
 

@@ -1,0 +1,1 @@
+"""Inference engines behind one interface, and the e5 tokenizer."""

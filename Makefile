@@ -1,0 +1,27 @@
+# The project's commands. `make run` and `make test` are the README's two commands; both set up a
+# fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
+.PHONY: setup run test check lint protos model bench
+PY := .venv/bin/python
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	@$(PY) scripts/run_mesh.py
+
+test: setup check
+	@$(PY) -m pytest tests
+
+check:
+	@$(PY) -m ruff check services clients infra bench tests scripts
+	@node_modules/.bin/buf lint
+	@bash scripts/check_breaking.sh
+
+protos:
+	@$(PY) scripts/gen_protos.py
+
+model:
+	@$(PY) -m services.embedding.modelbuild
+
+bench: setup
+	@$(PY) -m bench.embedding --data ../shared/data

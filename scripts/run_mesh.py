@@ -1,0 +1,93 @@
+"""Run the mesh on embedded defaults: every service as a process, an example call, then serve.
+
+Ctrl-C (or SIGTERM) stops every process cleanly.
+
+Services so far: embedding (ONNX Runtime int8, in process) on its default port 50051.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICES = [("embedding", ["-m", "services.embedding"])]
+
+
+def start(name: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:
+    """Start one service and wait for its SERVING line; echo its log with a name prefix."""
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{name} exited with {proc.wait()} before serving")
+        print(f"[{name}] {line}", end="", flush=True)
+        m = re.match(r"SERVING port=(\d+)", line)
+        if m:
+            threading.Thread(target=_pump, args=(name, proc), daemon=True).start()
+            return proc, int(m.group(1))
+    raise SystemExit(f"{name} did not become SERVING in time")
+
+
+def _pump(name: str, proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(f"[{name}] {line}", end="", flush=True)
+
+
+def example(port: int) -> None:
+    """One Korean query and two passages through the typed client."""
+    from clients import EmbeddingClient
+
+    passages = ["빗소리를 들으며 읽기 좋은 장편소설 모음", "휴대용 블루투스 스피커 방수 기능"]
+    with EmbeddingClient(f"127.0.0.1:{port}") as client:
+        info = client.info()
+        query = client.embed(["비 오는 날 읽기 좋은 소설"], "query")
+        docs = client.embed(passages, "passage")
+    scores = docs.vectors @ query.vectors[0]
+    print(f"\nmodel {info.model_id} rev {info.revision} ({info.engine}, {info.precision}), dim {info.dim}")
+    print(f"query embedded in {query.timings.total_ns / 1e6:.1f} ms inside the service")
+    for text, score in zip(passages, scores, strict=True):
+        print(f"  cos={float(score):.3f}  {text}")
+    print(f"\nembedding service on 127.0.0.1:{port} (gRPC; reflection on). Ctrl-C stops the mesh.\n", flush=True)
+
+
+def main() -> None:
+    """Start, show, serve until interrupted, stop everything."""
+    procs: list[subprocess.Popen[str]] = []
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        ports = {}
+        for name, args in SERVICES:
+            proc, port = start(name, args)
+            procs.append(proc)
+            ports[name] = port
+        example(ports["embedding"])
+        while not stop.is_set() and all(p.poll() is None for p in procs):
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        print("mesh stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

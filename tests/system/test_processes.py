@@ -1,0 +1,90 @@
+"""Whole processes: the service started as operators start it, and behind a real tritonserver."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from clients import EmbeddingClient
+from tests.conftest import KOREAN_QUERIES
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_service(*args: str) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "services.embedding", "--port", "0", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 90
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        m = re.match(r"SERVING port=(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise AssertionError("service did not report SERVING:\n" + "".join(seen))
+
+
+def test_service_process_serves_and_stops_gracefully_on_sigterm():
+    proc, port = start_service("--intra-op-threads", "1")
+    try:
+        with EmbeddingClient(f"127.0.0.1:{port}") as client:
+            assert client.embed(["프로세스로 띄운 서비스"]).vectors.shape == (1, 384)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_triton_engine_matches_in_process_engine(model_dir):
+    from infra.triton.launcher import start_triton
+
+    grpc_port = free_port()
+    triton = start_triton(model_dir, "int8", grpc_port=grpc_port, http_port=free_port(), metrics_port=free_port(),
+                          intra_op_threads=1)
+    try:
+        triton.wait_ready(120)
+        proc, port = start_service("--engine", "triton", "--triton-url", triton.grpc_url, "--intra-op-threads", "1")
+        local, local_port = start_service("--intra-op-threads", "1")
+        try:
+            with EmbeddingClient(f"127.0.0.1:{port}") as via_triton, \
+                    EmbeddingClient(f"127.0.0.1:{local_port}") as in_process:
+                assert via_triton.info().engine == "triton"
+                a = via_triton.embed(KOREAN_QUERIES).vectors
+                b = in_process.embed(KOREAN_QUERIES).vectors
+            np.testing.assert_allclose(np.sum(a * b, axis=1), 1.0, atol=1e-4)
+        finally:
+            for p in (proc, local):
+                p.send_signal(signal.SIGTERM)
+                p.wait(20)
+    finally:
+        triton.stop()
+
+
+def test_triton_configs_parse_offline():
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    for path in ("infra/triton/model_repository/e5_small/config.pbtxt", "infra/triton/gpu/e5_small/config.pbtxt"):
+        with open(os.path.join(ROOT, path)) as fh:
+            config = text_format.Parse(fh.read(), model_config_pb2.ModelConfig())
+        assert config.name == "e5_small"
+        assert [i.name for i in config.input] == ["input_ids", "attention_mask"]
+        assert config.output[0].name == "sentence_embedding" and list(config.output[0].dims) == [384]

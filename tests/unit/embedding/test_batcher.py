@@ -1,0 +1,148 @@
+"""Micro-batcher behaviour with a recording engine (a stand-in that implements the engine interface
+so batch shapes, delays and failures can be observed and injected)."""
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from services.bootstrap.errors import DeadlineExceeded, Overloaded
+from services.embedding.batcher import MicroBatcher
+from services.embedding.engine.base import EmbeddingEngine
+from services.embedding.engine.tokenizer import EncodedText, TokenBatch
+from services.embedding.errors import EngineUnavailable
+
+
+class RecordingEngine(EmbeddingEngine):
+    """Returns each row's first content token as a one-hot-ish vector; records batch sizes."""
+
+    name = "recording"
+
+    def __init__(self, delay_s: float = 0.0, fail: bool = False) -> None:
+        self.delay_s = delay_s
+        self.fail = fail
+        self.batches: list[int] = []
+        self.thread_ids: set[int] = set()
+
+    def encode_core(self, batch: TokenBatch) -> np.ndarray:
+        self.thread_ids.add(threading.get_ident())
+        self.batches.append(len(batch.input_ids))
+        time.sleep(self.delay_s)
+        if self.fail:
+            raise EngineUnavailable("engine down")
+        out = np.zeros((len(batch.input_ids), 4), dtype=np.float32)
+        out[:, 0] = batch.input_ids[:, 1]
+        return out
+
+
+def texts(*marks: int) -> list[EncodedText]:
+    return [EncodedText(np.array([0, m, 2]), 3) for m in marks]
+
+
+async def make(engine, **kw) -> MicroBatcher:
+    args = dict(max_batch_size=4, max_queue_delay_s=0.0, max_queue_texts=100)
+    args.update(kw)
+    batcher = MicroBatcher(engine, **args)
+    batcher.start()
+    return batcher
+
+
+async def test_results_come_back_to_the_right_caller_in_order():
+    engine = RecordingEngine()
+    batcher = await make(engine)
+    outs = await asyncio.gather(*(batcher.submit(texts(i, i + 100)) for i in range(10)))
+    for i, out in enumerate(outs):
+        assert list(out.vectors[:, 0]) == [i, i + 100]
+    await batcher.close()
+    assert threading.get_ident() not in engine.thread_ids  # inference never ran on the loop thread
+
+
+async def test_concurrent_requests_share_batches_while_engine_is_busy():
+    engine = RecordingEngine(delay_s=0.02)
+    batcher = await make(engine, max_batch_size=8)
+    outs = await asyncio.gather(*(batcher.submit(texts(i)) for i in range(16)))
+    assert sorted(int(o.vectors[0, 0]) for o in outs) == list(range(16))
+    assert max(engine.batches) > 1 and len(engine.batches) < 16
+    assert max(o.batch_size for o in outs) == max(engine.batches)
+    await batcher.close()
+
+
+async def test_delay_lets_a_batch_form():
+    engine = RecordingEngine()
+    batcher = await make(engine, max_batch_size=8, max_queue_delay_s=0.05)
+
+    async def later(i):
+        await asyncio.sleep(0.005 * i)
+        return await batcher.submit(texts(i))
+
+    await asyncio.gather(*(later(i) for i in range(4)))
+    assert engine.batches == [4]
+    await batcher.close()
+
+
+async def test_big_request_is_split_across_batches_and_reassembled():
+    engine = RecordingEngine()
+    batcher = await make(engine, max_batch_size=4)
+    out = await batcher.submit(texts(*range(10)))
+    assert list(out.vectors[:, 0]) == list(range(10))
+    assert engine.batches == [4, 4, 2]
+    assert batcher.queued_texts == 0
+    await batcher.close()
+
+
+async def test_full_queue_answers_overloaded_at_once_with_retry_hint():
+    engine = RecordingEngine(delay_s=0.1)
+    batcher = await make(engine, max_batch_size=2, max_queue_texts=4)
+    first = asyncio.ensure_future(batcher.submit(texts(1, 2)))
+    await asyncio.sleep(0.02)  # first batch is running; queue is empty again
+    queued = [asyncio.ensure_future(batcher.submit(texts(3, 4))), asyncio.ensure_future(batcher.submit(texts(5, 6)))]
+    await asyncio.sleep(0)
+    start = time.perf_counter()
+    with pytest.raises(Overloaded) as info:
+        await batcher.submit(texts(7))
+    assert time.perf_counter() - start < 0.05
+    assert info.value.retry_after_s > 0
+    await asyncio.gather(first, *queued)
+    assert batcher.queued_texts == 0
+    await batcher.close()
+
+
+async def test_expired_deadline_is_dropped_before_inference():
+    engine = RecordingEngine(delay_s=0.05)
+    batcher = await make(engine, max_batch_size=1)
+    busy = asyncio.ensure_future(batcher.submit(texts(1)))
+    await asyncio.sleep(0.01)
+    with pytest.raises(DeadlineExceeded):
+        await batcher.submit(texts(2), deadline=time.perf_counter() + 0.01)
+    await busy
+    assert engine.batches == [1]
+    await batcher.close()
+
+
+async def test_cancelled_caller_leaves_the_queue_clean():
+    engine = RecordingEngine(delay_s=0.05)
+    batcher = await make(engine, max_batch_size=1)
+    busy = asyncio.ensure_future(batcher.submit(texts(1)))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.ensure_future(batcher.submit(texts(2, 3)))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    await busy
+    await asyncio.sleep(0.01)
+    assert batcher.queued_texts == 0
+    assert engine.batches == [1]
+    await batcher.close()
+
+
+async def test_engine_failure_reaches_every_caller_of_the_batch_and_batcher_recovers():
+    engine = RecordingEngine(fail=True)
+    batcher = await make(engine)
+    results = await asyncio.gather(batcher.submit(texts(1)), batcher.submit(texts(2)), return_exceptions=True)
+    assert all(isinstance(r, EngineUnavailable) for r in results)
+    engine.fail = False
+    out = await batcher.submit(texts(3))
+    assert out.vectors[0, 0] == 3
+    assert batcher.queued_texts == 0
+    await batcher.close()
