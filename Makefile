@@ -14,6 +14,7 @@ test: setup check
 
 check:
 	@$(PY) -m ruff check services clients infra bench tests scripts
+	@$(PY) -m mypy services clients bench infra/triton/launcher.py scripts
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
 

@@ -24,6 +24,44 @@ from services.embedding.engine.tokenizer import EncodedText, TokenBatch
 log = logging.getLogger(__name__)
 
 
+def length_groups(lengths: list[int], min_group: int = 4, max_ratio: float = 1.25) -> list[list[int]]:
+    """Indices grouped by similar token length, so padding wastes little compute.
+
+    Texts are sorted by length; a group closes when the next text is more than ``max_ratio``
+    times longer than the group's shortest, once the group has ``min_group`` texts (tiny groups
+    would lose more to per-call overhead than padding costs).
+    """
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and len(current) >= min_group and lengths[i] > max_ratio * lengths[current[0]]:
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        if groups and len(current) < min_group:
+            groups[-1].extend(current)
+        else:
+            groups.append(current)
+    return groups
+
+
+def encode_grouped(engine: EmbeddingEngine, texts: list[EncodedText]) -> np.ndarray:
+    """Run the engine once per length group and return rows in the input order (blocking)."""
+    groups = length_groups([len(t.ids) for t in texts])
+    if len(groups) == 1:
+        return engine.encode_core(TokenBatch.pad(texts))
+    out: np.ndarray | None = None
+    for group in groups:
+        vectors = engine.encode_core(TokenBatch.pad([texts[i] for i in group]))
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[group] = vectors
+    assert out is not None
+    return out
+
+
 @dataclass
 class BatchOutcome:
     """Vectors of one request and what its batch cost."""
@@ -188,8 +226,7 @@ class MicroBatcher:
                 if p.started is None:
                     p.started = started
             try:
-                vectors = await loop.run_in_executor(self._executor, self.engine.encode_core,
-                                                     TokenBatch.pad(texts))
+                vectors = await loop.run_in_executor(self._executor, encode_grouped, self.engine, texts)
             except Exception as exc:  # noqa: BLE001 - delivered to every caller of the batch
                 for p, _, _ in slices:
                     if not p.future.done():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -12,6 +13,7 @@ from services.bootstrap.errors import InvalidInput, MeshError, grpc_code_for
 from services.embedding.embedder import Embedder, EmbedResult
 
 _KIND = {pb.EMBED_KIND_QUERY: "query", pb.EMBED_KIND_PASSAGE: "passage"}
+STREAM_WINDOW = 4  # batches of one stream in flight at once
 
 
 def _deadline(context: grpc.aio.ServicerContext) -> float | None:
@@ -53,23 +55,50 @@ class EmbeddingServicer:
                           context: grpc.aio.ServicerContext) -> AsyncIterator[pb.EmbedStreamResponse]:
         """Answer each streamed batch in order; a bad batch gets an error entry, then a summary."""
         start = time.perf_counter()
-        batches = failed = texts = 0
-        async for req in requests:
-            seq = batches
-            batches += 1
+        failed = texts = 0
+        deadline = _deadline(context)
+        # Up to STREAM_WINDOW batches are in flight at once, so reading and tokenising the next
+        # batch overlaps with inference of the current one; answers still go out in order.
+        inflight: asyncio.Queue[tuple[pb.EmbedStreamRequest, asyncio.Task[EmbedResult]] | None] = \
+            asyncio.Queue(maxsize=STREAM_WINDOW)
+        count = 0
+
+        async def read() -> None:
+            nonlocal count
             try:
-                result = await self.embedder.embed(list(req.texts), _KIND.get(req.kind),
-                                                   strict=req.options.strict_length, deadline=_deadline(context))
-            except InvalidInput as err:
-                failed += 1
-                yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
-                    batch_id=req.batch_id, sequence=seq, error=_batch_error(err)))
-                continue
-            texts += len(req.texts)
-            yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
-                batch_id=req.batch_id, sequence=seq, response=_response(result, self.embedder.revision)))
+                async for req in requests:
+                    task = asyncio.ensure_future(self.embedder.embed(
+                        list(req.texts), _KIND.get(req.kind), strict=req.options.strict_length, deadline=deadline))
+                    await inflight.put((req, task))
+                    count += 1
+            finally:
+                await inflight.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            seq = 0
+            while (item := await inflight.get()) is not None:
+                req, task = item
+                try:
+                    result = await task
+                except InvalidInput as err:
+                    failed += 1
+                    yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
+                        batch_id=req.batch_id, sequence=seq, error=_batch_error(err)))
+                else:
+                    texts += len(req.texts)
+                    yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
+                        batch_id=req.batch_id, sequence=seq, response=_response(result, self.embedder.revision)))
+                seq += 1
+            await reader  # re-raises a malformed request read from the stream
+        finally:
+            reader.cancel()
+            while not inflight.empty():
+                item = inflight.get_nowait()
+                if item is not None:
+                    item[1].cancel()
         yield pb.EmbedStreamResponse(summary=pb.EmbedStreamSummary(
-            batches=batches, failed_batches=failed, texts=texts,
+            batches=count, failed_batches=failed, texts=texts,
             total_ns=int((time.perf_counter() - start) * 1e9)))
 
     async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext) -> pb.InfoResponse:  # noqa: N802

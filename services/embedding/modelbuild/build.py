@@ -228,6 +228,8 @@ def export_onnx(model, out_path: Path) -> None:
             input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
             dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
         )
+    if program is None:
+        raise SystemExit("the dynamo exporter returned no program")
     program.save(str(tmp))
     # One self-contained file (the exporter may write weights beside it).
     proto = onnx.load(str(tmp), load_external_data=True)

@@ -146,3 +146,25 @@ async def test_engine_failure_reaches_every_caller_of_the_batch_and_batcher_reco
     assert out.vectors[0, 0] == 3
     assert batcher.queued_texts == 0
     await batcher.close()
+
+
+def test_length_groups_cover_every_index_once_and_keep_similar_lengths_together():
+    from services.embedding.batcher import length_groups
+
+    lengths = [10, 50, 11, 52, 12, 49, 13, 51, 100]
+    groups = length_groups(lengths, min_group=2, max_ratio=1.25)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        lens = [lengths[i] for i in g]
+        assert max(lens) <= 2 * min(lens) or len(g) <= 2 or g is groups[-1]
+    assert length_groups([7] * 5) == [[0, 1, 2, 3, 4]]
+
+
+async def test_grouped_batches_return_rows_in_input_order():
+    engine = RecordingEngine()
+    batcher = await make(engine, max_batch_size=32)
+    items = [EncodedText(np.array([0, m] + [5] * (m % 7) * 10 + [2]), 3) for m in range(1, 21)]
+    out = await batcher.submit(items)
+    assert list(out.vectors[:, 0]) == list(range(1, 21))
+    assert len(engine.batches) > 1
+    await batcher.close()

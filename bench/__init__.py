@@ -1,0 +1,1 @@
+"""Reproducible measurements of the mesh (python -m bench.<area>); results go to bench/results/."""

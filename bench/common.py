@@ -1,0 +1,98 @@
+"""Shared bench helpers: percentiles, machine facts, free ports, service processes, markdown."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class LatencyStats:
+    """Percentiles in milliseconds over pooled samples."""
+
+    p50: float
+    p95: float
+    p99: float
+    n: int
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> LatencyStats:
+        """Summarise samples given in seconds."""
+        ms = np.asarray(seconds) * 1e3
+        return cls(float(np.percentile(ms, 50)), float(np.percentile(ms, 95)), float(np.percentile(ms, 99)), len(ms))
+
+
+def machine_info() -> dict[str, str]:
+    """CPU model, cores, memory, OS and Python of this machine."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        simd = sorted({f for f in (flags.group(1).split() if flags else []) if f.startswith(("avx", "amx"))})
+    except OSError:
+        simd = []
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "simd": " ".join(simd) or "n/a",
+        "memory": f"{mem_gib:.0f} GiB",
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_service(module: str, *args: str, timeout_s: float = 120) -> tuple[subprocess.Popen[str], int]:
+    """Start ``python -m module --port 0 ...`` and wait for its ``SERVING port=N`` line."""
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", "--log-level", "WARNING", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.match(r"SERVING port=(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise RuntimeError(f"{module} did not start:\n{''.join(lines)}")
+
+
+def stop_service(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM and wait."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
