@@ -2,7 +2,8 @@
 
 Ctrl-C (or SIGTERM) stops every process cleanly.
 
-Services so far: embedding (ONNX Runtime int8, in process) on its default port 50051.
+Services so far: embedding (ONNX Runtime int8, in process) on 50051, retrieval (Qdrant local mode,
+Korean BM25 + dense hybrid) on 50052.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = [("embedding", ["-m", "services.embedding"])]
+SERVICES = [
+    ("embedding", ["-m", "services.embedding"]),
+    ("retrieval", ["-m", "services.retrieval"]),  # Qdrant local mode in .data/qdrant
+]
 
 
 def start(name: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:

@@ -1,0 +1,38 @@
+"""The embedding service as retrieval's :class:`~services.retrieval.retriever.Embedder` (over gRPC)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clients import AsyncEmbeddingClient
+from clients.errors import DeadlineExceeded as ClientDeadline
+from clients.errors import MeshClientError
+from clients.errors import Overloaded as ClientOverloaded
+from clients.errors import Unavailable as ClientUnavailable
+from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, InvalidInput
+
+
+class GrpcEmbedder:
+    """Calls EmbeddingService.Embed with the caller's remaining budget as the deadline."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._client = AsyncEmbeddingClient(target)
+
+    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
+        """Vectors and the model revision; dependency failures become domain errors."""
+        try:
+            result = await self._client.embed(texts, kind, timeout_s=max(0.001, timeout_s))  # type: ignore[arg-type]
+        except ClientDeadline as exc:
+            raise DeadlineExceeded(f"embedding did not answer within {timeout_s:.3f}s") from exc
+        except (ClientUnavailable, ClientOverloaded) as exc:
+            raise DependencyUnavailable(f"embedding at {self.target}: {exc.message}") from exc
+        except MeshClientError as exc:
+            if exc.code.name == "INVALID_ARGUMENT":
+                raise InvalidInput(f"embedding rejected the text: {exc.message}") from exc
+            raise DependencyUnavailable(f"embedding at {self.target}: {exc.message}") from exc
+        return result.vectors, result.model_revision
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._client.close()

@@ -1,0 +1,1 @@
+"""Korean text analysis for the keyword leg: morphological tokenisation and BM25 term weights."""

@@ -1,0 +1,69 @@
+"""Builds the retrieval service: Qdrant store, Korean analyzer, embedding client, servicer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mesh.retrieval.v1 import retrieval_pb2 as pb
+from opentelemetry import trace
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
+from services.retrieval.config import RetrievalSettings
+from services.retrieval.embedding_client import GrpcEmbedder
+from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.retrieval.retriever import Embedder, Retriever
+from services.retrieval.servicer import RetrievalServicer
+from services.retrieval.store import CatalogStore, open_qdrant
+
+SERVICE = pb.DESCRIPTOR.services_by_name["RetrievalService"]
+
+
+@dataclass
+class RetrievalService:
+    """A created retrieval server and its retriever."""
+
+    mesh: MeshServer
+    retriever: Retriever
+    embedder: Embedder
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.mesh.port
+
+    async def warm_up(self) -> None:
+        """Warm the analyzer, then report SERVING (the embedding service may come later)."""
+        await self.retriever._terms(["워밍업 문장입니다"])
+        await self.mesh.set_serving(True)
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, release Qdrant and the channel."""
+        await self.mesh.stop(grace)
+        await self.retriever.close()
+        if hasattr(self.embedder, "close"):
+            await self.embedder.close()  # type: ignore[attr-defined]
+        self.retriever.store.client.close()
+
+
+async def create_retrieval_service(
+    settings: RetrievalSettings,
+    *,
+    embedder: Embedder | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    registry: CollectorRegistry = REGISTRY,
+) -> RetrievalService:
+    """Create (not start) the service; ``embedder`` overrides the gRPC one (tests inject faults)."""
+    if settings.qdrant_location not in (":memory:",) and not settings.qdrant_location.startswith("http"):
+        import os
+
+        os.makedirs(settings.qdrant_location, exist_ok=True)
+    store = CatalogStore(open_qdrant(settings.qdrant_location, settings.qdrant_timeout_s))
+    analyzer = KoreanAnalyzer(settings.term_profile)
+    embedder = embedder or GrpcEmbedder(settings.embedding_target)
+    retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
+                          embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
+                          default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight)
+    mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
+                               tracer_provider=tracer_provider, registry=registry)
+    return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder)
