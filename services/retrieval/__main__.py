@@ -23,7 +23,7 @@ def main() -> None:
 
         async def close() -> None:
             await service.retriever.close()
-            service.retriever.store.client.close()
+            service.retriever.store.close()
             provider.shutdown()
 
         return service.mesh, service.warm_up, close

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from qdrant_client import QdrantClient, models
 
 from services.retrieval.korean.bm25 import SparseVector
-from services.retrieval.query import Condition, Filter, SearchQuery
-from services.retrieval.store import DENSE, SPARSE
+from services.retrieval.query import SearchQuery
+from services.retrieval.store import CatalogStore, LegQuery, RawHit
 
 
 @dataclass
@@ -40,32 +39,9 @@ class ScoredDoc:
     vector: np.ndarray | None = field(default=None, repr=False)
 
 
-def _condition(c: Condition) -> models.FieldCondition:
-    key = f"payload.{c.field}"
-    if c.is_range:
-        return models.FieldCondition(key=key, range=models.Range(gte=c.gte, lte=c.lte, gt=c.gt, lt=c.lt))
-    if c.any_of is not None:
-        return models.FieldCondition(key=key, match=models.MatchAny(any=list(c.any_of)))
-    return models.FieldCondition(key=key, match=models.MatchValue(value=c.equals))
-
-
-def qdrant_filter(f: Filter) -> models.Filter | None:
-    """The domain filter as a Qdrant filter (None when empty)."""
-    if not f.must and not f.must_not:
-        return None
-    return models.Filter(must=[_condition(c) for c in f.must] or None,
-                         must_not=[_condition(c) for c in f.must_not] or None)
-
-
-def _doc(point: models.ScoredPoint, score: float) -> ScoredDoc:
-    p = point.payload or {}
-    vec = None
-    if isinstance(point.vector, dict) and DENSE in point.vector:
-        vec = np.asarray(point.vector[DENSE], dtype=np.float32)
-    return ScoredDoc(doc_id=p.get("doc_id", str(point.id)), score=score, text=p.get("text", ""),
-                     payload=p.get("payload", {}), vector=vec)
-
-
+def _doc(hit: RawHit) -> ScoredDoc:
+    vec = None if hit.vector is None else np.asarray(hit.vector, dtype=np.float32)
+    return ScoredDoc(hit.doc_id, hit.score, hit.text, hit.payload, vector=vec)
 def weighted_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc], dense_weight: float) -> list[ScoredDoc]:
     """Weighted sum of min-max normalised leg scores (a document missing from a leg scores 0 there)."""
 
@@ -114,41 +90,35 @@ def mmr(docs: list[ScoredDoc], top_k: int, diversity: float) -> list[ScoredDoc]:
 class HybridSearcher:
     """Runs a validated search against one collection (blocking; call off the event loop)."""
 
-    def __init__(self, client: QdrantClient) -> None:
-        self.client = client
+    def __init__(self, store: CatalogStore) -> None:
+        self.store = store
 
     def search(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
                sparse: SparseVector) -> list[ScoredDoc]:
         """Hits best first, each with its per-leg rank and score."""
-        flt = qdrant_filter(q.filter)
         want = q.mmr_candidates or (4 * q.top_k if q.mmr_diversity is not None else q.top_k)
         leg_limit = max(want, 50) if mode == "hybrid" else want
-        need_vectors = [DENSE] if q.mmr_diversity is not None else False
-        sparse_q = models.SparseVector(indices=sparse.indices, values=sparse.values)
-        requests: list[models.QueryRequest] = []
+        with_vectors = q.mmr_diversity is not None
+        common = dict(filter=q.filter, with_vectors=with_vectors, sparse_indices=tuple(sparse.indices),
+                      sparse_values=tuple(sparse.values), dense=dense_vec)
+        queries: list[LegQuery] = []
         legs: list[str] = []
         if mode in ("hybrid", "dense"):
-            requests.append(models.QueryRequest(query=dense_vec, using=DENSE, filter=flt, limit=leg_limit,
-                                                with_payload=True, with_vector=need_vectors))
+            queries.append(LegQuery(kind="dense", limit=leg_limit, **common))  # type: ignore[arg-type]
             legs.append("dense")
         if mode in ("hybrid", "keyword") and sparse.indices:
-            requests.append(models.QueryRequest(query=sparse_q, using=SPARSE, filter=flt, limit=leg_limit,
-                                                with_payload=True, with_vector=need_vectors))
+            queries.append(LegQuery(kind="sparse", limit=leg_limit, **common))  # type: ignore[arg-type]
             legs.append("keyword")
-        fused_in_qdrant = mode == "hybrid" and q.fusion in ("rrf", "dbsf") and len(legs) == 2
-        if fused_in_qdrant:
-            fusion: Any = (models.RrfQuery(rrf=models.Rrf(k=q.rrf_k)) if q.fusion == "rrf"
-                           else models.FusionQuery(fusion=models.Fusion.DBSF))
-            requests.append(models.QueryRequest(
-                prefetch=[models.Prefetch(query=dense_vec, using=DENSE, filter=flt, limit=leg_limit),
-                          models.Prefetch(query=sparse_q, using=SPARSE, filter=flt, limit=leg_limit)],
-                query=fusion, limit=want, with_payload=True, with_vector=need_vectors))
-        if not requests:
+        fused_by_engine = mode == "hybrid" and q.fusion in ("rrf", "dbsf") and len(legs) == 2
+        if fused_by_engine:
+            queries.append(LegQuery(kind="fused", limit=want, fusion=q.fusion, rrf_k=q.rrf_k,
+                                    prefetch_limit=leg_limit, **common))  # type: ignore[arg-type]
+        if not queries:
             return []  # keyword search whose query has no index terms
-        answers = self.client.query_batch_points(collection, requests=requests)
-        leg_docs = {name: [_doc(p, p.score) for p in ans.points] for name, ans in zip(legs, answers, strict=False)}
-        if fused_in_qdrant:
-            results = [_doc(p, p.score) for p in answers[-1].points]
+        answers = self.store.query(collection, queries)
+        leg_docs = {name: [_doc(h) for h in hits] for name, hits in zip(legs, answers, strict=False)}
+        if fused_by_engine:
+            results = [_doc(h) for h in answers[-1]]
         elif mode == "hybrid" and len(legs) == 2:
             results = weighted_fusion(leg_docs["dense"], leg_docs["keyword"], q.dense_weight)[:want]
         else:

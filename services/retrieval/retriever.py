@@ -87,7 +87,7 @@ class Retriever:
         self.default_fusion = default_fusion
         self.default_rrf_k = default_rrf_k
         self.default_dense_weight = default_dense_weight
-        self.searcher = HybridSearcher(store.client)
+        self.searcher = HybridSearcher(store)
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant")
         self._nlp = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiwi")
         self._reindexing: set[str] = set()
@@ -244,7 +244,7 @@ class Retriever:
         try:
             docs: list[tuple[str, str, dict[str, Any]]] = []
             for page in await self._run_db(lambda: list(self.store.scroll_all(meta.collection))):
-                docs += [(p.payload["doc_id"], p.payload["text"], p.payload.get("payload", {})) for p in page]
+                docs += [(d.doc_id, d.text, d.payload) for d in page]
             total = len(docs)
             yield {"done": 0, "total": total}
             terms = await self._terms([d[1] for d in docs])
@@ -261,6 +261,8 @@ class Retriever:
                     points.append(StoredPoint(doc_id, text, payload, vec.tolist(), sparse.indices, sparse.values))
                 await self._run_db(self.store.upsert, new_collection, points)
                 yield {"done": min(total, i + batch_size), "total": total}
+            if hasattr(self.store, "optimize"):
+                await self._run_db(self.store.optimize, new_collection)
             new_meta = CatalogMeta(name, new_collection, revision, self.analyzer.info.label(), meta.fields, avg,
                                    meta.dim, {"docs_written": total})
             await self._run_db(self.store.swap_alias, name, new_collection)

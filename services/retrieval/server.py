@@ -14,7 +14,7 @@ from services.retrieval.embedding_client import GrpcEmbedder
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.retriever import Embedder, Retriever
 from services.retrieval.servicer import RetrievalServicer
-from services.retrieval.store import CatalogStore, open_qdrant
+from services.retrieval.store import open_store
 
 SERVICE = pb.DESCRIPTOR.services_by_name["RetrievalService"]
 
@@ -43,7 +43,7 @@ class RetrievalService:
         await self.retriever.close()
         if hasattr(self.embedder, "close"):
             await self.embedder.close()  # type: ignore[attr-defined]
-        self.retriever.store.client.close()
+        self.retriever.store.close()
 
 
 async def create_retrieval_service(
@@ -58,8 +58,8 @@ async def create_retrieval_service(
         import os
 
         os.makedirs(settings.qdrant_location, exist_ok=True)
-    store = CatalogStore(open_qdrant(settings.qdrant_location, settings.qdrant_timeout_s))
-    analyzer = KoreanAnalyzer(settings.term_profile)
+    store = open_store(settings.qdrant_location, settings.qdrant_engine, settings.qdrant_timeout_s)
+    analyzer = KoreanAnalyzer(settings.term_profile, settings.analyzer)
     embedder = embedder or GrpcEmbedder(settings.embedding_target)
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,

@@ -86,7 +86,7 @@ async def expect_code(coro, code):
 async def test_hybrid_search_finds_the_right_book_and_explains_both_legs(retrieval):
     _, stub, _ = retrieval
     resp = await search(stub, "개발자 면접 준비", top_k=3)
-    assert resp.mode == pb.SEARCH_MODE_HYBRID and not resp.degraded and resp.fusion == pb.FUSION_METHOD_RRF
+    assert resp.mode == pb.SEARCH_MODE_HYBRID and not resp.degraded and resp.fusion == pb.FUSION_METHOD_WEIGHTED
     assert resp.hits[0].id in ("b4", "b5")
     top = resp.hits[0]
     assert top.dense.rank >= 1 and top.keyword.rank >= 1  # found by both legs
@@ -125,7 +125,7 @@ async def test_filters_apply_inside_both_legs(retrieval):
         assert ids and ids <= {"b4", "b8"}, (mode, ids)
 
 
-@pytest.mark.parametrize("fusion", [pb.FUSION_METHOD_DBSF, pb.FUSION_METHOD_WEIGHTED])
+@pytest.mark.parametrize("fusion", [pb.FUSION_METHOD_RRF, pb.FUSION_METHOD_DBSF, pb.FUSION_METHOD_WEIGHTED])
 async def test_other_fusions(retrieval, fusion):
     _, stub, _ = retrieval
     resp = await search(stub, "데이터 분석 파이썬", fusion=pb.Fusion(method=fusion, dense_weight=0.4))

@@ -42,30 +42,49 @@ def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
+BACKENDS = {"kiwi": "kiwipiepy", "mecab": "python-mecab-ko"}
+
+
 class KoreanAnalyzer:
-    """Thread-safe wrapper around one Kiwi instance (Kiwi's own analysis is not re-entrant)."""
+    """Thread-safe wrapper around one morphological analyser: Kiwi (default) or MeCab-ko."""
 
-    def __init__(self, profile: str = DEFAULT_PROFILE) -> None:
-        from kiwipiepy import Kiwi
-
+    def __init__(self, profile: str = DEFAULT_PROFILE, backend: str = "kiwi") -> None:
         if profile not in TERM_PROFILES:
             raise ValueError(f"unknown term profile {profile!r}; one of {sorted(TERM_PROFILES)}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown analyser {backend!r}; one of {sorted(BACKENDS)}")
         self.profile = profile
+        self.backend = backend
         self._keep = TERM_PROFILES[profile]
-        self._kiwi = Kiwi()
         self._lock = threading.Lock()
-        self.info = AnalyzerInfo("kiwipiepy", importlib.metadata.version("kiwipiepy"), profile)
+        if backend == "kiwi":
+            from kiwipiepy import Kiwi
+
+            self._kiwi = Kiwi()
+        else:
+            import mecab
+
+            self._mecab = mecab.MeCab()
+        self.info = AnalyzerInfo(BACKENDS[backend], importlib.metadata.version(BACKENDS[backend]), profile)
+
+    def _morphemes(self, text: str) -> list[tuple[str, str]]:
+        """(form, tag) pairs; MeCab's fused inflections are split back into their morphemes."""
+        with self._lock:
+            if self.backend == "kiwi":
+                return [(t.form, t.tag) for t in self._kiwi.tokenize(text)]
+            out = []
+            for m in self._mecab.parse(text):
+                expr = m.feature.expression
+                if expr and "+" in m.feature.pos:
+                    out += [(part.split("/")[0], part.split("/")[1]) for part in expr.split("+")]
+                else:
+                    out.append((m.surface, m.feature.pos))
+            return out
 
     def terms(self, text: str) -> list[str]:
         """Index terms of a text, in order (repeats kept, for term frequency)."""
-        with self._lock:
-            tokens = self._kiwi.tokenize(normalise(text))
-        out = []
-        for tok in tokens:
-            if tok.tag.startswith(self._keep):
-                # Predicates are indexed by stem (먹었다, 먹는 -> 먹); tags like VV-R share it.
-                out.append(tok.form)
-        return out
+        # Predicates are indexed by stem (먹었다, 먹는 -> 먹); tags like VV-R share the prefix.
+        return [form for form, tag in self._morphemes(normalise(text)) if tag.startswith(self._keep)]
 
     def terms_batch(self, texts: list[str]) -> list[list[str]]:
         """Index terms of many texts."""

@@ -37,3 +37,10 @@ def test_profiles_differ_and_are_named():
     assert nouns.info.label().startswith("kiwipiepy-") and nouns.info.label().endswith("/nouns")
     with pytest.raises(ValueError):
         KoreanAnalyzer("everything")
+
+
+def test_mecab_backend_splits_fused_inflections_into_stems():
+    mecab = KoreanAnalyzer("nouns+predicates", backend="mecab")
+    assert mecab.terms("책을 샀어요") == ["책", "사"]
+    assert mecab.terms("학교에가서") == ["학교", "가"]
+    assert mecab.info.label().startswith("python-mecab-ko-")

@@ -1,0 +1,34 @@
+"""Vector stores behind one interface: Qdrant Edge embedded (default) or qdrant-client (server, local)."""
+
+from __future__ import annotations
+
+from services.retrieval.store.base import (
+    DENSE,
+    SPARSE,
+    CatalogMeta,
+    CatalogStore,
+    LegQuery,
+    RawHit,
+    StoredDoc,
+    StoredPoint,
+    point_id,
+)
+
+__all__ = ["DENSE", "SPARSE", "CatalogMeta", "CatalogStore", "LegQuery", "RawHit", "StoredDoc", "StoredPoint",
+           "open_store", "point_id"]
+
+
+def open_store(location: str, engine: str = "edge", timeout_s: float = 10.0) -> CatalogStore:
+    """A store for a location.
+
+    ``http(s)://`` always goes to a Qdrant server through qdrant-client; ``:memory:`` or a folder
+    runs embedded, on Qdrant Edge (``engine="edge"``, default) or qdrant-client's local mode
+    (``engine="client"``).
+    """
+    if location.startswith(("http://", "https://")) or engine == "client":
+        from services.retrieval.store.client import ClientCatalogStore, open_client
+
+        return ClientCatalogStore(open_client(location, timeout_s))
+    from services.retrieval.store.edge import EdgeCatalogStore
+
+    return EdgeCatalogStore(location)

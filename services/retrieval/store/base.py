@@ -1,0 +1,165 @@
+"""What the retrieval service needs from a vector store, whatever engine is behind it."""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.bootstrap.errors import Conflict, NotFound
+from services.retrieval.query import Filter
+
+DENSE = "dense"
+SPARSE = "bm25"
+_ID_NAMESPACE = uuid.UUID("6f1d3c52-6a43-4f4b-9d65-0c1bb2a7d8e1")
+
+
+def point_id(doc_id: str) -> str:
+    """Deterministic point id of a document id (upserting the same id replaces the point)."""
+    return str(uuid.uuid5(_ID_NAMESPACE, doc_id))
+
+
+@dataclass
+class CatalogMeta:
+    """What a catalog's vectors were built with, and its filterable fields."""
+
+    name: str
+    collection: str
+    embedding_revision: str
+    analyzer: str
+    fields: dict[str, str]
+    avg_doc_len: float
+    dim: int = 384
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        """As stored by a backend."""
+        return {"name": self.name, "collection": self.collection, "embedding_revision": self.embedding_revision,
+                "analyzer": self.analyzer, "fields": self.fields, "avg_doc_len": self.avg_doc_len, "dim": self.dim,
+                "docs_written": int(self.extra.get("docs_written", 0))}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any]) -> CatalogMeta:
+        """Inverse of :meth:`payload`."""
+        return cls(name=p["name"], collection=p["collection"], embedding_revision=p["embedding_revision"],
+                   analyzer=p["analyzer"], fields=dict(p["fields"]), avg_doc_len=float(p["avg_doc_len"]),
+                   dim=int(p.get("dim", 384)), extra={"docs_written": int(p.get("docs_written", 0))})
+
+
+@dataclass
+class StoredPoint:
+    """A document as written: id, text, payload and its two vectors."""
+
+    doc_id: str
+    text: str
+    payload: dict[str, Any]
+    dense: list[float] | None
+    sparse_indices: list[int]
+    sparse_values: list[float]
+
+
+@dataclass
+class StoredDoc:
+    """A document read back (reindex)."""
+
+    doc_id: str
+    text: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LegQuery:
+    """One query of a search: a single leg (``dense`` / ``sparse``) or both ``fused`` by the engine."""
+
+    kind: str
+    limit: int
+    filter: Filter
+    dense: list[float] | None = None
+    sparse_indices: tuple[int, ...] = ()
+    sparse_values: tuple[float, ...] = ()
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    prefetch_limit: int = 50
+    with_vectors: bool = False
+
+
+@dataclass
+class RawHit:
+    """One result of a leg query."""
+
+    doc_id: str
+    score: float
+    text: str
+    payload: dict[str, Any]
+    vector: list[float] | None = None
+
+
+class CatalogStore(ABC):
+    """Catalogs (aliases over versioned collections) and their documents. Blocking calls."""
+
+    # ---- primitives each engine implements ------------------------------------------------
+    @abstractmethod
+    def get_meta(self, name: str) -> CatalogMeta:
+        """Metadata of a catalog; NotFound when it does not exist."""
+
+    @abstractmethod
+    def put_meta(self, meta: CatalogMeta) -> None:
+        """Record (or replace) a catalog's metadata."""
+
+    @abstractmethod
+    def create_version(self, name: str, fields: dict[str, str], dim: int) -> str:
+        """An empty versioned collection with both vectors and payload indexes; returns its name."""
+
+    @abstractmethod
+    def swap_alias(self, alias: str, collection: str) -> None:
+        """Point ``alias`` at ``collection`` atomically."""
+
+    @abstractmethod
+    def alias_target(self, alias: str) -> str | None:
+        """The collection an alias points at, or None."""
+
+    @abstractmethod
+    def drop_collection(self, collection: str) -> None:
+        """Delete a versioned collection."""
+
+    @abstractmethod
+    def count(self, collection: str) -> int:
+        """Exact number of documents."""
+
+    @abstractmethod
+    def upsert(self, collection: str, points: list[StoredPoint]) -> None:
+        """Write points (idempotent by document id)."""
+
+    @abstractmethod
+    def delete(self, collection: str, doc_ids: list[str]) -> None:
+        """Remove documents by id; unknown ids are ignored."""
+
+    @abstractmethod
+    def scroll_all(self, collection: str, batch: int = 256) -> Iterator[list[StoredDoc]]:
+        """Every stored document, in pages."""
+
+    @abstractmethod
+    def query(self, collection: str, queries: list[LegQuery]) -> list[list[RawHit]]:
+        """Run several leg queries in one round trip; results best first."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the engine."""
+
+    # ---- shared logic ---------------------------------------------------------------------
+    def create_catalog(self, name: str, fields: dict[str, str], embedding_revision: str, analyzer: str,
+                       dim: int, avg_doc_len: float) -> CatalogMeta:
+        """A new versioned collection behind alias ``name``; Conflict when the catalog exists."""
+        try:
+            self.get_meta(name)
+        except NotFound:
+            pass
+        else:
+            raise Conflict(f"collection {name!r} already exists")
+        collection = self.create_version(name, fields, dim)
+        self.swap_alias(name, collection)
+        meta = CatalogMeta(name, collection, embedding_revision, analyzer, fields, avg_doc_len, dim)
+        self.put_meta(meta)
+        return meta

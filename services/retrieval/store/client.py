@@ -1,0 +1,179 @@
+"""Catalog store over qdrant-client.
+
+A Qdrant server or cluster (``http(s)://``), or the client's pure-Python local mode
+(``engine=client``; the reference the edge engine is checked against).
+
+Aliases are Qdrant aliases; catalog metadata lives in a small ``_mesh_catalogs`` collection.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from services.bootstrap.errors import NotFound
+from services.retrieval.query import Condition, Filter
+from services.retrieval.store.base import (
+    DENSE,
+    SPARSE,
+    CatalogMeta,
+    CatalogStore,
+    LegQuery,
+    RawHit,
+    StoredDoc,
+    StoredPoint,
+    point_id,
+)
+
+META_COLLECTION = "_mesh_catalogs"
+_META_VECTOR = "none"
+FIELD_SCHEMAS = {
+    "keyword": models.PayloadSchemaType.KEYWORD,
+    "integer": models.PayloadSchemaType.INTEGER,
+    "float": models.PayloadSchemaType.FLOAT,
+    "bool": models.PayloadSchemaType.BOOL,
+}
+
+
+def open_client(location: str, timeout_s: float = 10.0) -> QdrantClient:
+    """``:memory:``, ``http(s)://host:port``, or a folder (qdrant-client local mode)."""
+    if location == ":memory:":
+        return QdrantClient(location=":memory:")
+    if location.startswith(("http://", "https://")):
+        return QdrantClient(url=location, timeout=int(max(1, timeout_s)))
+    return QdrantClient(path=location)
+
+
+def _condition(c: Condition) -> models.FieldCondition:
+    key = f"payload.{c.field}"
+    if c.is_range:
+        return models.FieldCondition(key=key, range=models.Range(gte=c.gte, lte=c.lte, gt=c.gt, lt=c.lt))
+    if c.any_of is not None:
+        return models.FieldCondition(key=key, match=models.MatchAny(any=list(c.any_of)))
+    return models.FieldCondition(key=key, match=models.MatchValue(value=c.equals))
+
+
+def qdrant_filter(f: Filter) -> models.Filter | None:
+    """The domain filter as a Qdrant filter (None when empty)."""
+    if not f.must and not f.must_not:
+        return None
+    return models.Filter(must=[_condition(c) for c in f.must] or None,
+                         must_not=[_condition(c) for c in f.must_not] or None)
+
+
+class ClientCatalogStore(CatalogStore):
+    """Catalogs on a qdrant-client connection."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self.client = client
+        if not self.client.collection_exists(META_COLLECTION):
+            self.client.create_collection(META_COLLECTION, vectors_config={
+                _META_VECTOR: models.VectorParams(size=1, distance=models.Distance.DOT)})
+
+    def get_meta(self, name: str) -> CatalogMeta:  # noqa: D102
+        found = self.client.retrieve(META_COLLECTION, [point_id(name)], with_payload=True)
+        if not found:
+            raise NotFound(f"collection {name!r} does not exist")
+        return CatalogMeta.from_payload(dict(found[0].payload or {}))
+
+    def put_meta(self, meta: CatalogMeta) -> None:  # noqa: D102
+        self.client.upsert(META_COLLECTION, points=[models.PointStruct(
+            id=point_id(meta.name), vector={_META_VECTOR: [0.0]}, payload=meta.payload())], wait=True)
+
+    def create_version(self, name: str, fields: dict[str, str], dim: int) -> str:  # noqa: D102
+        collection = f"{name}__v{time.time_ns() // 1_000_000}"
+        self.client.create_collection(
+            collection,
+            vectors_config={DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        )
+        with warnings.catch_warnings():
+            # Local mode filters without indexes and says so; a server uses them.
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            for fname, ftype in fields.items():
+                self.client.create_payload_index(collection, f"payload.{fname}", field_schema=FIELD_SCHEMAS[ftype])
+        return collection
+
+    def swap_alias(self, alias: str, collection: str) -> None:  # noqa: D102
+        ops: list[Any] = []
+        if self.alias_target(alias) is not None:
+            ops.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+        ops.append(models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection,
+                                                                              alias_name=alias)))
+        self.client.update_collection_aliases(change_aliases_operations=ops)
+
+    def alias_target(self, alias: str) -> str | None:  # noqa: D102
+        for a in self.client.get_aliases().aliases:
+            if a.alias_name == alias:
+                return a.collection_name
+        return None
+
+    def drop_collection(self, collection: str) -> None:  # noqa: D102
+        if self.client.collection_exists(collection):
+            self.client.delete_collection(collection)
+
+    def count(self, collection: str) -> int:  # noqa: D102
+        return self.client.count(collection, exact=True).count
+
+    def upsert(self, collection: str, points: list[StoredPoint]) -> None:  # noqa: D102
+        self.client.upsert(collection, wait=True, points=[
+            models.PointStruct(
+                id=point_id(p.doc_id),
+                vector={
+                    **({DENSE: p.dense} if p.dense is not None else {}),
+                    SPARSE: models.SparseVector(indices=p.sparse_indices, values=p.sparse_values),
+                },
+                payload={"doc_id": p.doc_id, "text": p.text, "payload": p.payload},
+            ) for p in points])
+
+    def delete(self, collection: str, doc_ids: list[str]) -> None:  # noqa: D102
+        self.client.delete(collection, points_selector=models.PointIdsList(points=[point_id(d) for d in doc_ids]),
+                           wait=True)
+
+    def scroll_all(self, collection: str, batch: int = 256) -> Iterator[list[StoredDoc]]:  # noqa: D102
+        offset = None
+        while True:
+            points, offset = self.client.scroll(collection, limit=batch, offset=offset, with_payload=True)
+            yield [StoredDoc(p.payload["doc_id"], p.payload["text"], p.payload.get("payload", {}))
+                   for p in points if p.payload]
+            if offset is None:
+                return
+
+    def query(self, collection: str, queries: list[LegQuery]) -> list[list[RawHit]]:  # noqa: D102
+        requests = [self._request(q) for q in queries]
+        answers = self.client.query_batch_points(collection, requests=requests)
+        return [[_hit(p) for p in a.points] for a in answers]
+
+    @staticmethod
+    def _request(q: LegQuery) -> models.QueryRequest:
+        flt = qdrant_filter(q.filter)
+        sparse = models.SparseVector(indices=list(q.sparse_indices), values=list(q.sparse_values))
+        vectors = [DENSE] if q.with_vectors else False
+        if q.kind == "dense":
+            return models.QueryRequest(query=q.dense, using=DENSE, filter=flt, limit=q.limit, with_payload=True,
+                                       with_vector=vectors)
+        if q.kind == "sparse":
+            return models.QueryRequest(query=sparse, using=SPARSE, filter=flt, limit=q.limit, with_payload=True,
+                                       with_vector=vectors)
+        fusion: Any = (models.RrfQuery(rrf=models.Rrf(k=q.rrf_k)) if q.fusion == "rrf"
+                       else models.FusionQuery(fusion=models.Fusion.DBSF))
+        return models.QueryRequest(
+            prefetch=[models.Prefetch(query=q.dense, using=DENSE, filter=flt, limit=q.prefetch_limit),
+                      models.Prefetch(query=sparse, using=SPARSE, filter=flt, limit=q.prefetch_limit)],
+            query=fusion, limit=q.limit, with_payload=True, with_vector=vectors)
+
+    def close(self) -> None:  # noqa: D102
+        self.client.close()
+
+
+def _hit(p: models.ScoredPoint) -> RawHit:
+    payload = p.payload or {}
+    vec = None
+    if isinstance(p.vector, dict) and DENSE in p.vector:
+        vec = [float(x) for x in p.vector[DENSE]]  # type: ignore[union-attr, arg-type]
+    return RawHit(payload.get("doc_id", str(p.id)), float(p.score), payload.get("text", ""),
+                  payload.get("payload", {}), vec)
