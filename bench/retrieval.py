@@ -206,7 +206,7 @@ def search_latency(path: Path, model_dir: Path, revision: str, queries: int, eng
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pbg.RetrievalServiceStub(channel)
-            modes = {"hybrid (RRF)": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE,
+            modes = {"hybrid (default fusion: weighted 0.2)": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE,
                      "keyword": pb.SEARCH_MODE_KEYWORD}
             for name, mode in modes.items():
                 samples = []

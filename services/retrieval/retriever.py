@@ -213,7 +213,7 @@ class Retriever:
                                                "could not provide one")
                 mode = "keyword"
         t = time.perf_counter()
-        terms = (await self._terms([q.text]))[0]
+        terms = (await self._terms([q.text]))[0] if mode != "dense" else []
         sparse = Bm25.query(terms)
         tokenize_ns = int((time.perf_counter() - t) * 1e9)
         t = time.perf_counter()

@@ -24,8 +24,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_service(*args: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "services.embedding", "--port", "0", *args], cwd=ROOT,
+def start_service(*args: str, module: str = "services.embedding") -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 90
     seen = []
@@ -51,6 +51,32 @@ def test_service_process_serves_and_stops_gracefully_on_sigterm():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_retrieval_process_searches_through_the_embedding_process_and_stops_on_sigterm(tmp_path):
+    import grpc
+    from mesh.retrieval.v1 import retrieval_pb2 as pb
+    from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
+
+    emb, emb_port = start_service("--intra-op-threads", "1")
+    ret, port = start_service("--qdrant-location", str(tmp_path / "q"), "--embedding-target", f"127.0.0.1:{emb_port}",
+                              module="services.retrieval")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pbg.RetrievalServiceStub(channel)
+            stub.CreateCollection(pb.CreateCollectionRequest(name="shop"), timeout=30)
+            stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="shop", documents=[
+                pb.Document(id="1", text="무선 노이즈 캔슬링 이어폰"), pb.Document(id="2", text="원목 캠핑 테이블")]),
+                timeout=30)
+            resp = stub.Search(pb.SearchRequest(collection="shop", query="캠핑 갈 때 쓸 탁자"), timeout=10)
+            assert resp.hits[0].id == "2" and resp.mode == pb.SEARCH_MODE_HYBRID and not resp.degraded
+        for p in (ret, emb):
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(20) == 0
+    finally:
+        for p in (ret, emb):
+            if p.poll() is None:
+                p.kill()
 
 
 def test_triton_engine_matches_in_process_engine(model_dir):
