@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run test check lint protos model bench
+.PHONY: setup run test check lint protos openapi model bench
 PY := .venv/bin/python
 
 setup:
@@ -13,13 +13,16 @@ test: setup check
 	@$(PY) -m pytest tests
 
 check:
-	@$(PY) -m ruff check services clients infra bench tests scripts
-	@$(PY) -m mypy services clients bench infra/triton/launcher.py scripts
+	@$(PY) -m ruff check services clients gateway infra bench tests scripts
+	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py scripts
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
 
 protos:
 	@$(PY) scripts/gen_protos.py
+
+openapi:
+	@$(PY) scripts/openapi_snapshot.py --write
 
 model:
 	@$(PY) -m services.embedding.modelbuild

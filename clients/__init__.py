@@ -8,9 +8,11 @@ from clients.errors import (
     Overloaded,
     Unavailable,
 )
+from clients.retrieval import AsyncRetrievalClient
 
 __all__ = [
     "AsyncEmbeddingClient",
+    "AsyncRetrievalClient",
     "DeadlineExceeded",
     "EmbedResult",
     "EmbeddingClient",

@@ -8,6 +8,7 @@ Korean BM25 + dense hybrid) on 50052.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,8 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = [
     ("embedding", ["-m", "services.embedding"]),
-    ("retrieval", ["-m", "services.retrieval"]),  # Qdrant local mode in .data/qdrant
+    ("retrieval", ["-m", "services.retrieval"]),  # embedded Qdrant Edge in .data/qdrant
+    ("gateway", ["-m", "gateway"]),  # REST on 8080
 ]
+SAMPLE = ROOT / "gateway" / "sample_catalog.json"
 
 
 def start(name: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:
@@ -46,6 +49,43 @@ def _pump(name: str, proc: subprocess.Popen[str]) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
         print(f"[{name}] {line}", end="", flush=True)
+
+
+def ensure_catalog(gateway: str) -> None:
+    """Create and ingest the bundled Korean sample catalog when it is not there yet (with progress)."""
+    import httpx
+
+    catalog = json.loads(SAMPLE.read_text())
+    name = catalog["collection"]
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        if http.get(f"/v1/collections/{name}").status_code == 200:
+            print(f"catalog {name!r} already present", flush=True)
+            return
+        http.post("/v1/collections", json={"name": name, "fields": catalog["fields"]}).raise_for_status()
+        job = http.post(f"/v1/collections/{name}/documents", json={"documents": catalog["documents"],
+                                                                   "batch_size": 8}).json()
+        while True:
+            state = http.get(f"/v1/jobs/{job['id']}").json()
+            width = 30
+            filled = int(width * state["done"] / max(1, state["total"]))
+            print(f"\ringesting {name}: [{'#' * filled}{'.' * (width - filled)}] {state['done']}/{state['total']}",
+                  end="", flush=True)
+            if state["state"] in ("succeeded", "failed"):
+                print(f"  {state['state']}", flush=True)
+                return
+            time.sleep(0.2)
+
+
+def example_search(gateway: str) -> None:
+    """One Korean search through the REST contract."""
+    import httpx
+
+    body = {"collection": "demo", "query": "부모님께 드릴 선물 추천", "top_k": 3}
+    out = httpx.post(f"{gateway}/v1/search", json=body, timeout=10).json()
+    print(f"\nPOST /v1/search {json.dumps(body, ensure_ascii=False)}")
+    print(f"mode={out['mode']} degraded={out['degraded']} total={out['timings']['total_ms']:.1f} ms")
+    for hit in out["hits"]:
+        print(f"  {hit['score']:.3f}  {hit['id']}  {hit['text']}")
 
 
 def example(port: int) -> None:
@@ -77,6 +117,10 @@ def main() -> None:
             procs.append(proc)
             ports[name] = port
         example(ports["embedding"])
+        gateway = f"http://127.0.0.1:{ports['gateway']}"
+        ensure_catalog(gateway)
+        example_search(gateway)
+        print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs). Ctrl-C stops the mesh.\n", flush=True)
         while not stop.is_set() and all(p.poll() is None for p in procs):
             stop.wait(0.5)
     except KeyboardInterrupt:

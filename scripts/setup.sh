@@ -16,9 +16,8 @@ need_stamp() { # need_stamp NAME FILES... -> true when the inputs changed since 
 }
 done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
 
-# 1. System packages (Debian). None are needed by the embedding service yet beyond a compiler
-#    toolchain and Node.js, which the machine image has; later services add theirs here.
-APT_PACKAGES=()
+# 1. System packages (Debian): Redis for the gateway's shared caches (tests start their own).
+APT_PACKAGES=(redis-server)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

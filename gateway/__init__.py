@@ -1,0 +1,1 @@
+"""The gateway: the backend's fixed, versioned REST contract over the mesh's gRPC services."""

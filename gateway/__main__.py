@@ -1,0 +1,29 @@
+"""``python -m gateway``: CLI -> settings -> uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import uvicorn
+
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from services.bootstrap.settings import settings_from_cli
+
+
+def main() -> None:
+    """Serve the gateway until SIGTERM."""
+    settings = settings_from_cli(GatewaySettings, "python -m gateway")  # type: ignore[type-var]
+    logging.basicConfig(level=settings.log_level, format="%(message)s")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))  # port 0 picks a free one; we print the real one
+    config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=5)
+    print(f"SERVING port={sock.getsockname()[1]}", flush=True)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

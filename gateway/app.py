@@ -1,0 +1,205 @@
+"""FastAPI app: the v1 routes, one error body, deadlines, API keys, size limits, request logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from clients import AsyncEmbeddingClient, AsyncRetrievalClient
+from gateway import protocol as api
+from gateway.breaker import CircuitBreaker
+from gateway.cache import LocalLruCache, RedisCache
+from gateway.config import GatewaySettings
+from gateway.errors import ApiError, ErrorBody, FieldError
+from gateway.serving import Deadline, Mesh
+
+log = logging.getLogger("gateway.access")
+LATENCY = Histogram("mesh_gateway_request_seconds", "request latency", ["route", "status"],
+                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+TIMEOUT_HEADER = "X-Request-Timeout-Ms"
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text} for code, text in {
+        400: "invalid request (fields named in `error.fields`)", 401: "missing or wrong API key",
+        404: "unknown collection, job or model", 409: "conflict or failed precondition",
+        413: "request body too large", 422: "request body does not match the schema",
+        429: "overloaded; retry after `error.retry_after_s`", 499: "client closed the request",
+        503: "a required service is unavailable", 504: "the request deadline passed"}.items()}
+
+
+def build_mesh(settings: GatewaySettings) -> Mesh:
+    """Clients, cache and breaker from settings."""
+    cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
+             else LocalLruCache(settings.cache_max_entries))
+    return Mesh(AsyncEmbeddingClient(settings.embedding_target), AsyncRetrievalClient(settings.retrieval_target),
+                cache, CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s), settings.embed_budget_share)
+
+
+def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
+    """The gateway application (``mesh`` overrides the one built from settings, for tests)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.mesh = mesh or build_mesh(settings)
+        yield
+        await app.state.mesh.close()
+
+    app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan,
+                  description="The backend's fixed REST contract: search, collections, ingest jobs, "
+                              "OpenAI-compatible embeddings. Every error has the `ErrorBody` shape. "
+                              f"Send `{TIMEOUT_HEADER}` to set the request deadline.")
+    keys = {k.strip() for k in settings.api_keys.split(",") if k.strip()}
+
+    def the_mesh(request: Request) -> Mesh:
+        return request.app.state.mesh
+
+    def deadline(request: Request) -> Deadline:
+        raw = request.headers.get(TIMEOUT_HEADER)
+        if raw is None:
+            return Deadline(settings.default_timeout_ms / 1000)
+        try:
+            ms = int(raw)
+            if not 1 <= ms <= 600000:
+                raise ValueError
+        except ValueError:
+            raise ApiError(400, "invalid_argument", f"{TIMEOUT_HEADER} must be an integer 1..600000",
+                           fields=[FieldError(field=TIMEOUT_HEADER, description="1..600000")]) from None
+        return Deadline(ms / 1000)
+
+    @app.middleware("http")
+    async def edges(request: Request, call_next):
+        start = time.perf_counter()
+        route = request.url.path
+        if keys and route.startswith("/v1/") and request.headers.get("X-API-Key") not in keys:
+            response: Any = _error(ApiError(401, "unauthenticated", "missing or wrong X-API-Key"))
+        elif int(request.headers.get("content-length") or 0) > settings.max_body_bytes:
+            response = _error(ApiError(413, "payload_too_large", f"body over {settings.max_body_bytes} bytes"))
+        else:
+            response = await call_next(request)
+        elapsed = time.perf_counter() - start
+        LATENCY.labels(route if not route.startswith("/v1/jobs/") else "/v1/jobs/{id}",
+                       str(response.status_code)).observe(elapsed)
+        # One JSON line per request, without user text.
+        log.info(json.dumps({"method": request.method, "path": route, "status": response.status_code,
+                             "ms": round(elapsed * 1e3, 2),
+                             "degraded": response.headers.get("X-Mesh-Degraded") == "1",
+                             "cache_hit": response.headers.get("X-Mesh-Cache") == "hit"}))
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return _error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        fields = [FieldError(field=".".join(str(p) for p in e["loc"] if p != "body"), description=e["msg"])
+                  for e in exc.errors()]
+        return _error(ApiError(400, "invalid_argument", "request does not match the schema", fields=fields))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(ApiError(exc.status_code, code, str(exc.detail)))
+
+    @app.post("/v1/search", response_model=api.SearchResponse, responses=ERRORS, tags=["search"])
+    async def search(body: api.SearchRequest, mesh: Mesh = Depends(the_mesh), dl: Deadline = Depends(deadline)):
+        """Hybrid search; keyword-only (and `degraded`) when the query cannot be embedded in time."""
+        out = await mesh.search(body, dl)
+        return JSONResponse(out.model_dump(), headers={"X-Mesh-Degraded": "1" if out.degraded else "0",
+                                                        "X-Mesh-Cache": "hit" if out.timings.cache_hit else "miss"})
+
+    @app.post("/v1/collections", response_model=api.CollectionInfo, status_code=201, responses=ERRORS,
+              tags=["collections"])
+    async def create_collection(body: api.CollectionCreate, mesh: Mesh = Depends(the_mesh),
+                                dl: Deadline = Depends(deadline)):
+        """Create a catalog with its filterable fields."""
+        return await mesh.create_collection(body, dl)
+
+    @app.get("/v1/collections/{name}", response_model=api.CollectionInfo, responses=ERRORS, tags=["collections"])
+    async def get_collection(name: str, mesh: Mesh = Depends(the_mesh), dl: Deadline = Depends(deadline)):
+        """Describe a catalog (documents, revisions, fields)."""
+        return await mesh.get_collection(name, dl)
+
+    @app.post("/v1/collections/{name}/documents", response_model=api.Job, status_code=202, responses=ERRORS,
+              tags=["collections"])
+    async def ingest(name: str, body: api.IngestRequest, mesh: Mesh = Depends(the_mesh)):
+        """Upsert documents as a background job; poll `GET /v1/jobs/{id}`."""
+        return mesh.start_ingest(name, body)
+
+    @app.post("/v1/collections/{name}/documents:delete", response_model=dict[str, int], responses=ERRORS,
+              tags=["collections"])
+    async def delete_documents(name: str, body: api.DeleteRequest, mesh: Mesh = Depends(the_mesh),
+                               dl: Deadline = Depends(deadline)):
+        """Remove documents by id."""
+        return {"requested": await mesh.delete_documents(name, body, dl)}
+
+    @app.post("/v1/collections/{name}/reindex", response_model=api.Job, status_code=202, responses=ERRORS,
+              tags=["collections"])
+    async def reindex(name: str, mesh: Mesh = Depends(the_mesh)):
+        """Re-embed everything into a new collection and swap the alias, as a job."""
+        return mesh.start_reindex(name)
+
+    @app.get("/v1/jobs/{job_id}", response_model=api.Job, responses=ERRORS, tags=["jobs"])
+    async def job(job_id: str, mesh: Mesh = Depends(the_mesh)):
+        """A job's state and progress."""
+        return mesh.job(job_id)
+
+    @app.post("/v1/embeddings", response_model=api.EmbeddingsResponse, responses=ERRORS, tags=["openai"])
+    async def embeddings(body: api.EmbeddingsRequest, mesh: Mesh = Depends(the_mesh),
+                         dl: Deadline = Depends(deadline)):
+        """OpenAI-compatible embeddings (float or base64)."""
+        return await mesh.embeddings(body, dl)
+
+    @app.get("/v1/models", response_model=api.ModelList, responses=ERRORS, tags=["openai"])
+    async def models(mesh: Mesh = Depends(the_mesh), dl: Deadline = Depends(deadline)):
+        """OpenAI-compatible model list."""
+        info = await mesh.model_info(dl)
+        return api.ModelList(data=[api.ModelCard(id=info.model_id, created=0, owned_by="korean-inference-mesh"),
+                                   api.ModelCard(id=f"{info.model_id}:query", created=0,
+                                                 owned_by="korean-inference-mesh")])
+
+    @app.get("/healthz", response_model=api.Health, tags=["health"])
+    async def healthz():
+        """Liveness: the process answers."""
+        return api.Health(status="ok")
+
+    @app.get("/readyz", response_model=api.Health, responses={503: {"model": api.Health}}, tags=["health"])
+    async def readyz(request: Request):
+        """Readiness: retrieval must serve (search can degrade without embedding)."""
+        states = {name: await _health(target) for name, target in (
+            ("embedding", settings.embedding_target), ("retrieval", settings.retrieval_target))}
+        if states["retrieval"] != "SERVING":
+            return JSONResponse(api.Health(status="unavailable", services=states).model_dump(), status_code=503)
+        return api.Health(status="ok" if states["embedding"] == "SERVING" else "degraded", services=states)
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["health"])
+    async def metrics():
+        """Prometheus metrics."""
+        return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _error(exc: ApiError) -> JSONResponse:
+    headers = {"Retry-After": str(max(1, round(exc.body.error.retry_after_s)))} \
+        if exc.body.error.retry_after_s else None
+    return JSONResponse(exc.body.model_dump(), status_code=exc.status, headers=headers)
+
+
+async def _health(target: str) -> str:
+    try:
+        async with grpc.aio.insecure_channel(target) as channel:
+            resp = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+            return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+    except grpc.RpcError:
+        return "UNREACHABLE"

@@ -1,0 +1,93 @@
+"""Query-embedding cache: Redis shared by every gateway instance, or an in-process LRU.
+
+Key: model revision + kind + NFKC-normalised, whitespace-collapsed text (hashed); value: float32
+bytes. Redis is fail-open: any Redis error is logged, counted, and treated as a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import unicodedata
+from collections import OrderedDict
+
+import numpy as np
+from prometheus_client import Counter
+
+log = logging.getLogger(__name__)
+
+CACHE_EVENTS = Counter("mesh_gateway_embedding_cache", "embedding cache lookups and failures", ["event"])
+
+
+def cache_key(revision: str, kind: str, text: str) -> str:
+    """``emb:<revision>:<kind>:<sha256 of normalised text>``."""
+    norm = " ".join(unicodedata.normalize("NFKC", text).split())
+    return f"emb:{revision}:{kind}:{hashlib.sha256(norm.encode()).hexdigest()}"
+
+
+class EmbeddingCache:
+    """get/set of float32 vectors; the backend is Redis or an LRU."""
+
+    async def get(self, key: str) -> np.ndarray | None:
+        """The cached vector or None."""
+        raise NotImplementedError
+
+    async def set(self, key: str, vector: np.ndarray) -> None:
+        """Store a vector."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+class LocalLruCache(EmbeddingCache):
+    """In-process LRU (the embedded default when no Redis is configured)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+
+    async def get(self, key: str) -> np.ndarray | None:  # noqa: D102
+        raw = self._data.get(key)
+        if raw is None:
+            CACHE_EVENTS.labels("miss").inc()
+            return None
+        self._data.move_to_end(key)
+        CACHE_EVENTS.labels("hit").inc()
+        return np.frombuffer(raw, dtype=np.float32)
+
+    async def set(self, key: str, vector: np.ndarray) -> None:  # noqa: D102
+        self._data[key] = np.asarray(vector, dtype=np.float32).tobytes()
+        self._data.move_to_end(key)
+        while len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+
+class RedisCache(EmbeddingCache):
+    """Redis with a TTL per entry; the LRU cap is Redis' own (``maxmemory-policy allkeys-lru``)."""
+
+    def __init__(self, url: str, ttl_s: int, timeout_s: float = 0.05) -> None:
+        import redis.asyncio as redis
+
+        self.ttl_s = ttl_s
+        self._redis = redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+
+    async def get(self, key: str) -> np.ndarray | None:  # noqa: D102
+        try:
+            raw = await self._redis.get(key)
+        except Exception as exc:  # noqa: BLE001 - fail open on any Redis trouble
+            CACHE_EVENTS.labels("error").inc()
+            log.warning("redis get failed (%s); continuing without cache", type(exc).__name__)
+            return None
+        CACHE_EVENTS.labels("hit" if raw else "miss").inc()
+        return None if raw is None else np.frombuffer(raw, dtype=np.float32)  # type: ignore[arg-type]
+
+    async def set(self, key: str, vector: np.ndarray) -> None:  # noqa: D102
+        try:
+            await self._redis.set(key, np.asarray(vector, dtype=np.float32).tobytes(), ex=self.ttl_s)
+        except Exception as exc:  # noqa: BLE001
+            CACHE_EVENTS.labels("error").inc()
+            log.warning("redis set failed (%s); continuing without cache", type(exc).__name__)
+
+    async def close(self) -> None:  # noqa: D102
+        await self._redis.aclose()

@@ -1,0 +1,27 @@
+"""Settings of the gateway process (env prefix ``MESH_GATEWAY_``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    """Gateway: REST for backends, composing embedding and retrieval over gRPC."""
+
+    model_config = SettingsConfigDict(env_prefix="MESH_GATEWAY_")
+
+    host: str = Field("127.0.0.1", description="address to bind")
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port")
+    embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
+    retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
+    default_timeout_ms: int = Field(2000, ge=10, le=600000, description="request deadline when no header is sent")
+    embed_budget_share: float = Field(0.4, gt=0, le=1, description="share of the deadline the embedding hop may use")
+    redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
+    cache_ttl_s: int = Field(86400, ge=1, description="embedding cache TTL")
+    cache_max_entries: int = Field(100000, ge=1, description="LRU cap of the embedding cache")
+    breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
+    breaker_reset_s: float = Field(5.0, gt=0, description="how long an open breaker waits before a trial call")
+    api_keys: str = Field("", description="comma-separated keys for X-API-Key; empty disables auth")
+    max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
+    log_level: str = Field("INFO", description="Python log level")

@@ -1,0 +1,188 @@
+"""REST contract v1: request and response models (the OpenAPI is generated from these)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors, so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FilterCondition(Strict):
+    """One test on a declared payload field: exactly one of eq, any_of, or range bounds."""
+
+    field: str = Field(min_length=1, max_length=64)
+    eq: str | int | bool | None = Field(None, description="equals (keyword, integer or bool fields)")
+    any_of: list[str] | None = Field(None, min_length=1, max_length=100, description="keyword is one of")
+    gte: float | None = None
+    gt: float | None = None
+    lte: float | None = None
+    lt: float | None = None
+
+
+class SearchFilter(Strict):
+    """Documents pass when every ``must`` holds and no ``must_not`` does."""
+
+    must: list[FilterCondition] = Field(default_factory=list, max_length=32)
+    must_not: list[FilterCondition] = Field(default_factory=list, max_length=32)
+
+
+class SearchRequest(Strict):
+    """A hybrid (default), dense or keyword search."""
+
+    collection: str = Field(min_length=1, max_length=64, examples=["books"])
+    query: str = Field(min_length=1, max_length=2000, examples=["비 오는 날 읽기 좋은 소설"])
+    top_k: int = Field(10, ge=1, le=100)
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
+    filter: SearchFilter | None = None
+
+
+class Hit(BaseModel):
+    """One result; ranks are 1-based per leg, null when the leg did not return it."""
+
+    id: str
+    score: float
+    text: str
+    payload: dict[str, Any]
+    dense_rank: int | None
+    keyword_rank: int | None
+
+
+class SearchTimings(BaseModel):
+    """Milliseconds per stage."""
+
+    embed_ms: float
+    retrieval_ms: float
+    total_ms: float
+    cache_hit: bool
+
+
+class SearchResponse(BaseModel):
+    """Hits best first.
+
+    ``degraded`` is true when the search ran keyword-only because the query could not be embedded
+    in time (the response is still a correct keyword search).
+    """
+
+    hits: list[Hit]
+    mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool
+    timings: SearchTimings
+
+
+class CollectionCreate(Strict):
+    """A new catalog and its filterable fields."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$", examples=["books"])
+    fields: dict[str, Literal["keyword", "integer", "float", "bool"]] = Field(default_factory=dict)
+
+
+class CollectionInfo(BaseModel):
+    """A catalog."""
+
+    name: str
+    collection: str
+    documents: int
+    embedding_revision: str
+    tokenizer: str
+    fields: dict[str, str]
+
+
+class DocumentIn(Strict):
+    """A document to index."""
+
+    id: str = Field(min_length=1, max_length=256)
+    text: str = Field(min_length=1, max_length=20000)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class IngestRequest(Strict):
+    """Documents to upsert (idempotent by id), written as a background job."""
+
+    documents: list[DocumentIn] = Field(min_length=1, max_length=10000)
+    batch_size: int = Field(64, ge=1, le=256)
+
+
+class DeleteRequest(Strict):
+    """Ids to remove (unknown ids are fine)."""
+
+    ids: list[str] = Field(min_length=1, max_length=10000)
+
+
+class Job(BaseModel):
+    """A background job (ingest or reindex) and its progress."""
+
+    id: str
+    kind: Literal["ingest", "reindex"]
+    collection: str
+    state: Literal["queued", "running", "succeeded", "failed"]
+    done: int
+    total: int
+    failed_batches: int = 0
+    errors: list[str] = Field(default_factory=list)
+    result: dict[str, Any] | None = None
+
+
+class EmbeddingsRequest(BaseModel):
+    """OpenAI-compatible embeddings request.
+
+    ``input`` strings are embedded as passages unless the model id ends with ``:query``.
+    """
+
+    input: str | list[str] = Field(description="text or list of texts (token-id input is not supported)")
+    model: str = Field(examples=["intfloat/multilingual-e5-small"])
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, description="must be the model's dimension if given")
+    user: str | None = None
+
+
+class EmbeddingData(BaseModel):
+    """One vector (a float list, or base64 of little-endian float32 when asked)."""
+
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class Usage(BaseModel):
+    """Tokens counted by the model's tokenizer."""
+
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingsResponse(BaseModel):
+    """OpenAI-compatible embeddings response."""
+
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    """One model."""
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    """OpenAI-compatible model list."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class Health(BaseModel):
+    """Liveness / readiness."""
+
+    status: Literal["ok", "degraded", "unavailable"]
+    services: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Project scripts: set-up helpers, stub generation, the mesh runner, contract snapshot."""

@@ -1,0 +1,206 @@
+"""The gateway app over the real embedding and retrieval servers (port 0), driven over HTTP (ASGI)."""
+
+import asyncio
+import base64
+import shutil
+import socket
+import subprocess
+import time
+
+import httpx
+import numpy as np
+import pytest
+import pytest_asyncio
+from prometheus_client import CollectorRegistry
+
+from clients import AsyncEmbeddingClient, AsyncRetrievalClient
+from gateway.app import create_app
+from gateway.breaker import CircuitBreaker
+from gateway.cache import LocalLruCache, RedisCache
+from gateway.config import GatewaySettings
+from gateway.serving import Mesh
+from services.retrieval.config import RetrievalSettings
+from services.retrieval.server import create_retrieval_service
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DOCS = [
+    {"id": "g1", "text": "비 오는 날 읽기 좋은 장편소설", "payload": {"category": "소설", "price": 15000}},
+    {"id": "g2", "text": "백엔드 개발자 기술 면접 질문 모음", "payload": {"category": "IT", "price": 22000}},
+    {"id": "g3", "text": "제주도 올레길 여행 가이드북", "payload": {"category": "여행", "price": 17000}},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def retrieval_port(embedding_service, tmp_path_factory):
+    settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("gw-q")),
+                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
+    svc = await create_retrieval_service(settings, registry=CollectorRegistry())
+    await svc.mesh.start()
+    await svc.warm_up()
+    yield svc.port
+    await svc.close()
+
+
+def make_app(embedding_target: str, retrieval_port: int, cache=None, **settings):
+    s = GatewaySettings(embedding_target=embedding_target, retrieval_target=f"127.0.0.1:{retrieval_port}", **settings)
+    mesh = Mesh(AsyncEmbeddingClient(embedding_target), AsyncRetrievalClient(s.retrieval_target),
+                cache or LocalLruCache(1000), CircuitBreaker(s.breaker_failures, s.breaker_reset_s),
+                s.embed_budget_share)
+    return create_app(s, mesh)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def http(embedding_service, retrieval_port):
+    app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            r = await client.post("/v1/collections", json={"name": "gw", "fields": {"category": "keyword",
+                                                                                   "price": "integer"}})
+            assert r.status_code == 201, r.text
+            job = (await client.post("/v1/collections/gw/documents", json={"documents": DOCS})).json()
+            for _ in range(100):
+                state = (await client.get(f"/v1/jobs/{job['id']}")).json()
+                if state["state"] in ("succeeded", "failed"):
+                    break
+                await asyncio.sleep(0.1)
+            assert state["state"] == "succeeded" and state["done"] == 3, state
+            yield client
+
+
+async def test_search_is_hybrid_and_second_call_hits_the_cache(http):
+    body = {"collection": "gw", "query": "개발자 면접 준비"}
+    first = await http.post("/v1/search", json=body)
+    assert first.status_code == 200, first.text
+    out = first.json()
+    assert out["mode"] == "hybrid" and not out["degraded"] and out["hits"][0]["id"] == "g2"
+    assert out["hits"][0]["dense_rank"] == 1 and out["hits"][0]["keyword_rank"] == 1
+    second = (await http.post("/v1/search", json=body)).json()
+    assert second["timings"]["cache_hit"] and not out["timings"]["cache_hit"]
+    assert second["timings"]["embed_ms"] < out["timings"]["embed_ms"]
+    assert [h["id"] for h in second["hits"]] == [h["id"] for h in out["hits"]]
+
+
+async def test_filters_and_collection_info(http):
+    r = await http.post("/v1/search", json={"collection": "gw", "query": "책", "filter": {
+        "must": [{"field": "price", "lte": 16000}], "must_not": [{"field": "category", "eq": "여행"}]}})
+    assert [h["id"] for h in r.json()["hits"]] == ["g1"]
+    info = (await http.get("/v1/collections/gw")).json()
+    assert info["documents"] == 3 and info["fields"] == {"category": "keyword", "price": "integer"}
+
+
+@pytest.mark.parametrize("request_body, status, field", [
+    ({"collection": "gw", "query": ""}, 400, "query"),
+    ({"collection": "gw", "query": "책", "top_k": 0}, 400, "top_k"),
+    ({"collection": "gw", "query": "책", "unknown": 1}, 400, "unknown"),
+    ({"collection": "gw", "query": "책", "filter": {"must": [{"field": "color", "eq": "red"}]}}, 400,
+     "filter.must[0].field"),
+    ({"collection": "gw", "query": "책", "filter": {"must": [{"field": "price", "eq": 1, "lte": 3}]}}, 400,
+     "filter.must[0]"),
+    ({"collection": "nope", "query": "책"}, 404, None),
+])
+async def test_errors_have_one_body_shape(http, request_body, status, field):
+    r = await http.post("/v1/search", json=request_body)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) >= {"code", "message", "retryable", "fields"}
+    if field:
+        assert field in [f["field"] for f in err["fields"]], err
+
+
+async def test_deadline_header_is_validated_and_enforced(http):
+    r = await http.post("/v1/search", json={"collection": "gw", "query": "책"}, headers={"X-Request-Timeout-Ms": "x"})
+    assert r.status_code == 400
+    r = await http.post("/v1/search", json={"collection": "gw", "query": "새로운 질문 하나"},
+                        headers={"X-Request-Timeout-Ms": "1"})
+    assert r.status_code in (200, 504)  # 1 ms: either degraded keyword-only or out of time, never a 500
+    if r.status_code == 200:
+        assert r.json()["degraded"]
+
+
+async def test_openai_client_gets_float_and_base64_embeddings(http, embedding_service):
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="unused", base_url="http://gw/v1", http_client=http)
+    models = await client.models.list()
+    model_id = models.data[0].id
+    assert model_id == "intfloat/multilingual-e5-small"
+    pair = await client.embeddings.create(model=model_id, input=["한국어 문장", "두 번째"])  # base64 by default
+    assert len(pair.data) == 2 and [d.index for d in pair.data] == [0, 1] and len(pair.data[0].embedding) == 384
+    # Same single input both ways (int8 dynamic quantisation scales activations per batch, so a
+    # text's vector varies slightly with its batch mates; compare like with like).
+    b64 = await client.embeddings.create(model=model_id, input="한국어 문장")
+    flt = await client.embeddings.create(model=model_id, input="한국어 문장", encoding_format="float")
+    np.testing.assert_allclose(b64.data[0].embedding, flt.data[0].embedding, atol=1e-6)
+    async with AsyncEmbeddingClient(f"127.0.0.1:{embedding_service.port}") as direct:
+        want = (await direct.embed(["한국어 문장"], "passage")).vectors[0]
+    np.testing.assert_allclose(flt.data[0].embedding, want, atol=1e-6)
+    assert b64.usage.prompt_tokens > 0
+    raw = await http.post("/v1/embeddings", json={"model": model_id, "input": "x", "encoding_format": "base64"})
+    vec = np.frombuffer(base64.b64decode(raw.json()["data"][0]["embedding"]), dtype="<f4")
+    assert vec.shape == (384,)
+    bad = await http.post("/v1/embeddings", json={"model": "gpt-4", "input": "x"})
+    assert bad.status_code == 404
+
+
+async def test_embedding_down_degrades_to_keyword_and_breaker_stops_waiting(retrieval_port):
+    dead = f"127.0.0.1:{free_port()}"
+    app = make_app(dead, retrieval_port, breaker_failures=2, breaker_reset_s=60)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            outs = []
+            for _ in range(4):
+                r = await client.post("/v1/search", json={"collection": "gw", "query": "제주도 여행"})
+                assert r.status_code == 200, r.text
+                outs.append(r.json())
+            assert all(o["degraded"] and o["mode"] == "keyword" and o["hits"][0]["id"] == "g3" for o in outs)
+            assert app.state.mesh.breaker.state == "open"
+            dense = await client.post("/v1/search", json={"collection": "gw", "query": "제주", "mode": "dense"})
+            assert dense.status_code == 503 and dense.json()["error"]["retryable"]
+            metrics = (await client.get("/metrics")).text
+            assert "mesh_gateway_search_degraded_total" in metrics
+
+
+async def test_api_key_and_body_limit(embedding_service, retrieval_port):
+    app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port, api_keys="k1,k2", max_body_bytes=2048)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            body = {"collection": "gw", "query": "책"}
+            assert (await client.post("/v1/search", json=body)).status_code == 401
+            assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k2"})).status_code == 200
+            big = {"collection": "gw", "query": "가" * 3000}
+            r = await client.post("/v1/search", json=big, headers={"X-API-Key": "k1"})
+            assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+            assert (await client.get("/healthz")).status_code == 200
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by scripts/setup.sh")
+async def test_redis_cache_is_shared_and_fails_open(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        a, b = RedisCache(f"redis://127.0.0.1:{port}/0", 60), RedisCache(f"redis://127.0.0.1:{port}/0", 60)
+        vec = np.arange(4, dtype=np.float32)
+        await a.set("k", vec)
+        np.testing.assert_array_equal(await b.get("k"), vec)  # another instance sees it
+        proc.kill()
+        proc.wait()
+        assert await a.get("k") is None  # Redis gone: a miss, not an error
+        await a.set("k", vec)
+        await a.close()
+        await b.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

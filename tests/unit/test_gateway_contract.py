@@ -1,0 +1,32 @@
+"""The REST contract is frozen: the committed OpenAPI snapshot must still describe every operation."""
+
+import copy
+import json
+from pathlib import Path
+
+from gateway.contract import changed_operations
+from scripts.openapi_snapshot import SNAPSHOT, current
+
+
+def test_no_existing_operation_changed():
+    assert changed_operations(json.loads(Path(SNAPSHOT).read_text()), current()) == []
+
+
+def test_rule_catches_changes_and_allows_additions():
+    spec = current()
+    grown = copy.deepcopy(spec)
+    grown["paths"]["/v1/new"] = {"get": {"responses": {}}}
+    assert changed_operations(spec, grown) == []
+    changed = copy.deepcopy(spec)
+    changed["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]["maximum"] = 1000
+    assert "schema changed: SearchRequest" in changed_operations(spec, changed)
+    removed = copy.deepcopy(spec)
+    del removed["paths"]["/v1/search"]
+    assert "removed: POST /v1/search" in changed_operations(spec, removed)
+
+
+def test_every_operation_documents_its_errors():
+    for path, ops in current()["paths"].items():
+        for method, op in ops.items():
+            if path.startswith("/v1/"):
+                assert {"400", "404", "503", "504"} <= set(op["responses"]), (method, path)
