@@ -19,6 +19,7 @@ def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))  # port 0 picks a free one; we print the real one
+    sock.listen(2048)  # connections queue from now on, so SERVING is true when printed
     config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     print(f"SERVING port={sock.getsockname()[1]}", flush=True)

@@ -1,0 +1,119 @@
+"""The whole mesh as processes, driven over REST: embedding killed mid-stream, Redis killed."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(module: str, *args: str) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.match(r"SERVING port=(\d+)", line)
+        if m:
+            # keep draining output so the child never blocks on a full pipe
+            import threading
+
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+            return proc, int(m.group(1))
+    proc.kill()
+    raise AssertionError(f"{module} did not start:\n{''.join(lines)}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def mesh(tmp_path):
+    redis_port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", "", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL)
+    emb_port = free_port()
+    procs = {"redis": redis}
+    procs["embedding"], _ = start("services.embedding", "--port", str(emb_port), "--intra-op-threads", "1")
+    procs["retrieval"], ret_port = start("services.retrieval", "--port", "0", "--qdrant-location",
+                                         str(tmp_path / "q"), "--embedding-target", f"127.0.0.1:{emb_port}")
+    env_args = ["--port", "0", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
+                f"127.0.0.1:{ret_port}", "--redis-url", f"redis://127.0.0.1:{redis_port}/0",
+                "--breaker-failures", "2", "--breaker-reset-s", "1", "--default-timeout-ms", "3000"]
+    procs["gateway"], gw_port = start("gateway", *env_args)
+    base = f"http://127.0.0.1:{gw_port}"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        assert http.post("/v1/collections", json={"name": "shop"}).status_code == 201
+        docs = [{"id": "p1", "text": "제주도 올레길 여행 가이드북"}, {"id": "p2", "text": "무선 노이즈 캔슬링 이어폰"},
+                {"id": "p3", "text": "캠핑용 접이식 의자와 테이블"}]
+        job = http.post("/v1/collections/shop/documents", json={"documents": docs}).json()
+        for _ in range(100):
+            if http.get(f"/v1/jobs/{job['id']}").json()["state"] == "succeeded":
+                break
+            time.sleep(0.1)
+    yield {"base": base, "procs": procs, "emb_port": emb_port}
+    for p in procs.values():
+        stop(p)
+
+
+def test_killing_embedding_keeps_search_answering_then_hybrid_returns(mesh):
+    statuses, modes = [], []
+    with httpx.Client(base_url=mesh["base"], timeout=30) as http:
+        for i in range(30):
+            if i == 10:
+                os.kill(mesh["procs"]["embedding"].pid, signal.SIGKILL)
+                mesh["procs"]["embedding"].wait()
+            r = http.post("/v1/search", json={"collection": "shop", "query": f"제주 여행 {i}번째 질문"})
+            statuses.append(r.status_code)
+            modes.append(r.json().get("mode"))
+        assert all(s == 200 for s in statuses), statuses
+        assert modes[:10] == ["hybrid"] * 10 and set(modes[11:]) == {"keyword"}
+        mesh["procs"]["embedding"], _ = start("services.embedding", "--port", str(mesh["emb_port"]),
+                                              "--intra-op-threads", "1")
+        for _ in range(40):  # the breaker closes again by itself
+            r = http.post("/v1/search", json={"collection": "shop", "query": "이어폰 추천"})
+            assert r.status_code == 200
+            if r.json()["mode"] == "hybrid":
+                break
+            time.sleep(0.25)
+        assert r.json()["mode"] == "hybrid" and not r.json()["degraded"] and r.json()["hits"][0]["id"] == "p2"
+
+
+def test_killing_redis_keeps_search_answering(mesh):
+    with httpx.Client(base_url=mesh["base"], timeout=30) as http:
+        body = {"collection": "shop", "query": "캠핑 의자"}
+        first = http.post("/v1/search", json=body).json()
+        second = http.post("/v1/search", json=body).json()
+        assert second["timings"]["cache_hit"] and not first["timings"]["cache_hit"]
+        mesh["procs"]["redis"].kill()
+        mesh["procs"]["redis"].wait()
+        for _ in range(5):
+            r = http.post("/v1/search", json=body)
+            assert r.status_code == 200 and r.json()["mode"] == "hybrid" and r.json()["hits"][0]["id"] == "p3"
+        ready = http.get("/readyz").json()
+        assert ready["status"] == "ok"
