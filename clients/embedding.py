@@ -12,6 +12,10 @@ from mesh.embedding.v1 import embedding_pb2 as pb
 from mesh.embedding.v1 import embedding_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.retry import retry_options
+
+# Every EmbeddingService RPC is a pure function of its input: all may be retried.
+_RETRY = retry_options("mesh.embedding.v1.EmbeddingService", ["Embed", "Info"])
 
 Kind = Literal["query", "passage"]
 _KINDS = {"query": pb.EMBED_KIND_QUERY, "passage": pb.EMBED_KIND_PASSAGE}
@@ -61,7 +65,7 @@ class EmbeddingClient:
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.insecure_channel(target)
+        self._channel = channel or grpc.insecure_channel(target, options=_RETRY)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
 
     def embed(self, texts: list[str], kind: Kind = "query", *, strict: bool = False,
@@ -105,7 +109,7 @@ class AsyncEmbeddingClient:
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target)
+        self._channel = channel or grpc.aio.insecure_channel(target, options=_RETRY)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
 
     async def embed(self, texts: list[str], kind: Kind = "query", *, strict: bool = False,

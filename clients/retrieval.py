@@ -9,6 +9,11 @@ from mesh.retrieval.v1 import retrieval_pb2 as pb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.retry import retry_options
+
+# Reads, and writes that are idempotent by id; CreateCollection and Reindex are not retried.
+_RETRY = retry_options("mesh.retrieval.v1.RetrievalService",
+                       ["Search", "GetCollection", "UpsertDocuments", "DeleteDocuments"])
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -19,7 +24,7 @@ class AsyncRetrievalClient:
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target)
+        self._channel = channel or grpc.aio.insecure_channel(target, options=_RETRY)
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     async def _call(self, method, request, timeout_s: float | None):

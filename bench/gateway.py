@@ -1,0 +1,132 @@
+"""Gateway bench: ``/v1/search`` end to end (REST -> embedding -> retrieval) under concurrency.
+
+    python -m bench.gateway [--docs 10000] [--concurrency 1 4 8 16] [--requests 200]
+
+The whole mesh runs as processes (embedding int8, retrieval on embedded Qdrant Edge with 10k
+synthetic Korean documents, the gateway with its in-process LRU cache). Cold: every query text is
+new (the query is embedded). Warm: the same texts again (the embedding comes from the cache).
+Degraded: the embedding service is stopped, so searches run keyword-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from bench.retrieval import synthetic_catalog
+from services.embedding.modelbuild.paths import current_model_dir
+from services.retrieval.korean.analyzer import KoreanAnalyzer
+
+WORDS = ("소설 에세이 여행 가이드 요리 레시피 개발자 면접 파이썬 데이터 선물 향수 텀블러 이어폰 노트북 가방 "
+         "캠핑 의자 동화 그림책 역사 경제 주식 투자 건강 운동 러닝화 커피 원두 화장품 시계 지갑 우산").split()
+ENDINGS = ["추천", "추천해 줘", "인기 순위", "가성비 좋은", "선물용", "후기 좋은", "입문", "베스트"]
+
+
+def queries(n: int, seed: int) -> list[str]:
+    """Distinct short Korean queries (each text new to the cache)."""
+    rng = random.Random(seed)
+    out: set[str] = set()
+    while len(out) < n:
+        out.add(f"{rng.choice(WORDS)} {rng.choice(WORDS)} {rng.choice(ENDINGS)} {rng.randint(1, 10**6)}")
+    return sorted(out)
+
+
+async def load(base: str, texts: list[str], concurrency: int) -> tuple[LatencyStats, float, int, dict]:
+    """Send every text once with ``concurrency`` in flight; latency stats, req/s, non-2xx, modes."""
+    lat: list[float] = []
+    errors = 0
+    modes: dict[str, int] = {}
+    it = iter(texts)
+    async with httpx.AsyncClient(base_url=base, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as http:
+        async def worker() -> None:
+            nonlocal errors
+            for text in it:
+                t = time.perf_counter()
+                r = await http.post("/v1/search", json={"collection": "bench", "query": text, "top_k": 10})
+                lat.append(time.perf_counter() - t)
+                if r.status_code != 200:
+                    errors += 1
+                else:
+                    mode = r.json()["mode"] + (" (degraded)" if r.json()["degraded"] else "")
+                    modes[mode] = modes.get(mode, 0) + 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    return LatencyStats.of(lat), len(texts) / wall, errors, modes
+
+
+def main() -> None:
+    """Run the mesh, measure, write bench/results/gateway.md."""
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=10000)
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 4, 8, 16])
+    parser.add_argument("--requests", type=int, default=200, help="requests per row")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args()
+    model_dir = current_model_dir().resolve()
+    revision = json.loads((model_dir / "manifest.json").read_text())["revision"]
+    folder = Path(tempfile.mkdtemp(prefix="mesh-bench-gw-"))
+    procs = []
+    rows = []
+    try:
+        synthetic_catalog(folder, args.docs, revision, KoreanAnalyzer(), "edge")
+        emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
+        procs.append(emb)
+        ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
+                                      f"127.0.0.1:{emb_port}")
+        procs.append(ret)
+        gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}",
+                                    "--retrieval-target", f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000")
+        procs.append(gw)
+        base = f"http://127.0.0.1:{gw_port}"
+        asyncio.run(load(base, queries(30, 99), 2))  # warm-up, excluded
+        for i, c in enumerate(args.concurrency):
+            texts = queries(args.requests, seed=i)
+            for label in ("cold", "warm"):
+                stats, rps, errors, modes = asyncio.run(load(base, texts, c))
+                rows.append([str(c), label, f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}", str(errors),
+                             ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
+                print(f"[bench] c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
+                      flush=True)
+        stop_service(emb)
+        procs.remove(emb)
+        for c in (1, 8):
+            stats, rps, errors, modes = asyncio.run(load(base, queries(args.requests, seed=100 + c), c))
+            rows.append([str(c), "embedding down", f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}",
+                         str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
+            print(f"[bench] c={c} degraded: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s", flush=True)
+    finally:
+        for p in procs:
+            stop_service(p)
+        shutil.rmtree(folder, ignore_errors=True)
+    info = machine_info()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = "\n".join([
+        "# Gateway bench", "",
+        f"Run {now} with `python -m bench.gateway --docs {args.docs} --requests {args.requests}`.", "",
+        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
+        f"- Mesh as processes: embedding (ORT int8, revision `{revision}`), retrieval (Qdrant Edge, {args.docs:,} "
+        "synthetic Korean documents), gateway (one uvicorn worker, in-process LRU cache). The load generator "
+        "(httpx, asyncio) runs on the same two cores.",
+        "- cold: every query text new (embedded); warm: the same texts again (embedding from the cache); "
+        "embedding down: the embedding process stopped, searches run keyword-only.", "",
+        md_table(["concurrency", "cache", "p50 ms", "p95 ms", "req/s", "non-200", "modes"], rows), ""])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gateway.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
