@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +93,9 @@ class Retriever:
         self._nlp = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiwi")
         self._reindexing: set[str] = set()
         self._meta_cache: dict[str, CatalogMeta] = {}
+        # Searches in flight per versioned collection: a reindex drops the old collection only
+        # once none still use it (a search may have read the old alias target just before a swap).
+        self._inflight: Counter[str] = Counter()
 
     async def _run_db(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
@@ -186,6 +190,17 @@ class Retriever:
         """Hybrid / dense / keyword search; keyword-only (degraded) when no query vector can be had."""
         start = time.perf_counter()
         meta = await self.meta(name)
+        self._inflight[meta.collection] += 1
+        try:
+            return await self._search(meta, q, deadline_s, start)
+        finally:
+            self._inflight[meta.collection] -= 1
+            if self._inflight[meta.collection] <= 0:
+                del self._inflight[meta.collection]
+
+    async def _search(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None,
+                      start: float) -> SearchOutcome:
+        name = meta.name
         self._check_analyzer(meta)
         validate_search(q, meta.fields, meta.dim)
         mode = q.mode or "hybrid"
@@ -269,6 +284,10 @@ class Retriever:
             await self._run_db(self.store.put_meta, new_meta)
             self._meta_cache[name] = new_meta
             old, new_collection = meta.collection, None
+            for _ in range(3000):  # wait (up to ~30 s) for searches still reading the old collection
+                if not self._inflight.get(old):
+                    break
+                await asyncio.sleep(0.01)
             await self._run_db(self.store.drop_collection, old)
             yield {"summary": True, "previous_collection": old, "collection": new_meta.collection,
                    "documents": total, "embedding_revision": revision,
