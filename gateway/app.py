@@ -66,7 +66,9 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
     def deadline(request: Request) -> Deadline:
         raw = request.headers.get(TIMEOUT_HEADER)
         if raw is None:
-            return Deadline(settings.default_timeout_ms / 1000)
+            # Search is latency-critical; bulk embedding and management calls get the longer default.
+            interactive = request.url.path == "/v1/search"
+            return Deadline((settings.default_timeout_ms if interactive else settings.admin_timeout_ms) / 1000)
         try:
             ms = int(raw)
             if not 1 <= ms <= 600000:

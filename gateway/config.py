@@ -16,6 +16,8 @@ class GatewaySettings(BaseSettings):
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
     default_timeout_ms: int = Field(2000, ge=10, le=600000, description="request deadline when no header is sent")
+    admin_timeout_ms: int = Field(30000, ge=10, le=600000,
+                                  description="default deadline of every call but search (no header sent)")
     embed_budget_share: float = Field(0.4, gt=0, le=1, description="share of the deadline the embedding hop may use")
     redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
     cache_ttl_s: int = Field(86400, ge=1, description="embedding cache TTL")

@@ -134,7 +134,7 @@ class EmbeddingsRequest(BaseModel):
     ``input`` strings are embedded as passages unless the model id ends with ``:query``.
     """
 
-    input: str | list[str] = Field(description="text or list of texts (token-id input is not supported)")
+    input: str | list[str] = Field(description="text or 1-256 texts (token-id input is not supported)")
     model: str = Field(examples=["intfloat/multilingual-e5-small"])
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(None, description="must be the model's dimension if given")

@@ -171,6 +171,9 @@ class Mesh:
             raise ApiError(400, "invalid_argument", "unsupported dimensions",
                            fields=[FieldError(field="dimensions", description=f"this model has {info.dim}")])
         texts = [req.input] if isinstance(req.input, str) else req.input
+        if not 1 <= len(texts) <= 256:
+            raise ApiError(400, "invalid_argument", "invalid input",
+                           fields=[FieldError(field="input", description="give 1 to 256 texts")])
         try:
             result = await self.embedding.embed(texts, kind, timeout_s=deadline.check())
         except MeshClientError as err:
