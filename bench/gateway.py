@@ -16,13 +16,14 @@ import datetime as dt
 import json
 import random
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from bench.common import LatencyStats, free_port, machine_info, md_table, start_service, stop_service
 from bench.retrieval import synthetic_catalog
 from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
@@ -41,14 +42,20 @@ def queries(n: int, seed: int) -> list[str]:
     return sorted(out)
 
 
-async def load(base: str, texts: list[str], concurrency: int) -> tuple[LatencyStats, float, int, dict]:
-    """Send every text once with ``concurrency`` in flight; latency stats, req/s, non-2xx, modes."""
+async def load(base: str | list[str], texts: list[str], concurrency: int) -> tuple[LatencyStats, float, int, dict]:
+    """Send every text once with ``concurrency`` in flight; latency stats, req/s, non-2xx, modes.
+
+    With several bases (gateway processes) the workers are spread over them evenly.
+    """
+    bases = [base] if isinstance(base, str) else base
     lat: list[float] = []
     errors = 0
     modes: dict[str, int] = {}
     it = iter(texts)
-    async with httpx.AsyncClient(base_url=base, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as http:
-        async def worker() -> None:
+    clients = [httpx.AsyncClient(base_url=b, timeout=30, limits=httpx.Limits(max_connections=concurrency))
+               for b in bases]
+    try:
+        async def worker(http: httpx.AsyncClient) -> None:
             nonlocal errors
             for text in it:
                 t = time.perf_counter()
@@ -61,8 +68,11 @@ async def load(base: str, texts: list[str], concurrency: int) -> tuple[LatencySt
                     modes[mode] = modes.get(mode, 0) + 1
 
         start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(concurrency)))
         wall = time.perf_counter() - start
+    finally:
+        for c in clients:
+            await c.aclose()
     return LatencyStats.of(lat), len(texts) / wall, errors, modes
 
 
@@ -100,6 +110,27 @@ def main() -> None:
                              ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
                 print(f"[bench] c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
                       flush=True)
+        # Two gateway processes sharing a Redis cache: does a second worker help on two cores?
+        redis_port = free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", ""],
+                                 stdout=subprocess.DEVNULL, text=True)
+        procs.append(redis)
+        both = []
+        for _ in range(2):
+            gwn, gwn_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}",
+                                          "--retrieval-target", f"127.0.0.1:{ret_port}", "--default-timeout-ms",
+                                          "10000", "--redis-url", f"redis://127.0.0.1:{redis_port}/0")
+            procs.append(gwn)
+            both.append(f"http://127.0.0.1:{gwn_port}")
+        asyncio.run(load(both, queries(30, 98), 2))
+        for c in (8, 16):
+            texts = queries(args.requests, seed=200 + c)
+            for label in ("cold", "warm"):
+                stats, rps, errors, modes = asyncio.run(load(both, texts, c))
+                rows.append([f"{c} (2 gateways, shared Redis)", label, f"{stats.p50:.1f}", f"{stats.p95:.1f}",
+                             f"{rps:.1f}", str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
+                print(f"[bench] 2 gateways c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, "
+                      f"{rps:.1f} req/s", flush=True)
         stop_service(emb)
         procs.remove(emb)
         for c in (1, 8):
