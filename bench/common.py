@@ -7,12 +7,12 @@ import platform
 import re
 import socket
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from scripts.processes import start_process, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,31 +64,13 @@ def free_port() -> int:
 
 
 def start_service(module: str, *args: str, timeout_s: float = 120) -> tuple[subprocess.Popen[str], int]:
-    """Start ``python -m module --port 0 ...`` and wait for its ``SERVING port=N`` line."""
-    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", "--log-level", "WARNING", *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.match(r"SERVING port=(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    proc.kill()
-    raise RuntimeError(f"{module} did not start:\n{''.join(lines)}")
+    """Start ``python -m module --port 0 ...`` quietly and wait until it serves."""
+    return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s)
 
 
 def stop_service(proc: subprocess.Popen[str]) -> None:
     """SIGTERM and wait."""
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_process(proc)
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:

@@ -37,6 +37,52 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         503: "a required service is unavailable", 504: "the request deadline passed"}.items()}
 
 
+class BodyLimit:
+    """ASGI middleware: a body over ``limit`` bytes is 413, declared or not (chunked uploads too)."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):  # noqa: D102
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = ApiError(413, "payload_too_large", f"body over {self.limit} bytes")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await _error(too_big)(scope, receive, send)
+        # Read the body up front (it is bounded by the limit), so an oversized stream is refused
+        # before any route sees it; then replay it to the app.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay([message]), send)
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                return await _error(too_big)(scope, receive, send)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
+                                      receive), send)
+
+
+def _replay(messages: list[dict], then=None):
+    """An ASGI receive that returns ``messages`` first, then defers to ``then`` (or waits)."""
+    queue = list(messages)
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        if then is not None:
+            return await then()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 def build_mesh(settings: GatewaySettings) -> Mesh:
     """Clients, cache and breaker from settings."""
     cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
@@ -59,6 +105,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
                               "OpenAI-compatible embeddings. Every error has the `ErrorBody` shape. "
                               f"Send `{TIMEOUT_HEADER}` to set the request deadline.")
     keys = {k.strip() for k in settings.api_keys.split(",") if k.strip()}
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     def the_mesh(request: Request) -> Mesh:
         return request.app.state.mesh
@@ -84,8 +131,6 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
         route = request.url.path
         if keys and route.startswith("/v1/") and request.headers.get("X-API-Key") not in keys:
             response: Any = _error(ApiError(401, "unauthenticated", "missing or wrong X-API-Key"))
-        elif int(request.headers.get("content-length") or 0) > settings.max_body_bytes:
-            response = _error(ApiError(413, "payload_too_large", f"body over {settings.max_body_bytes} bytes"))
         else:
             response = await call_next(request)
         elapsed = time.perf_counter() - start

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import unicodedata
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 
 import numpy as np
@@ -25,18 +26,18 @@ def cache_key(revision: str, kind: str, text: str) -> str:
     return f"emb:{revision}:{kind}:{hashlib.sha256(norm.encode()).hexdigest()}"
 
 
-class EmbeddingCache:
+class EmbeddingCache(ABC):
     """get/set of float32 vectors; the backend is Redis or an LRU."""
 
+    @abstractmethod
     async def get(self, key: str) -> np.ndarray | None:
         """The cached vector or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def set(self, key: str, vector: np.ndarray) -> None:
         """Store a vector."""
-        raise NotImplementedError
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
 

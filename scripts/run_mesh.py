@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+
+from scripts.processes import start_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = [
@@ -28,27 +28,9 @@ SAMPLE = ROOT / "gateway" / "sample_catalog.json"
 
 
 def start(name: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:
-    """Start one service and wait for its SERVING line; echo its log with a name prefix."""
-    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"{name} exited with {proc.wait()} before serving")
-        print(f"[{name}] {line}", end="", flush=True)
-        m = re.match(r"SERVING port=(\d+)", line)
-        if m:
-            threading.Thread(target=_pump, args=(name, proc), daemon=True).start()
-            return proc, int(m.group(1))
-    raise SystemExit(f"{name} did not become SERVING in time")
-
-
-def _pump(name: str, proc: subprocess.Popen[str]) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        print(f"[{name}] {line}", end="", flush=True)
+    """Start one service (own session, so Ctrl-C reaches only us) and echo its log with a prefix."""
+    return start_process(args[1], *args[2:], echo=lambda line: print(f"[{name}] {line}", end="", flush=True),
+                         new_session=True)
 
 
 def ensure_catalog(gateway: str) -> None:

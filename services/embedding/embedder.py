@@ -40,7 +40,7 @@ class EmbedResult:
     batch_size: int
 
 
-def validate(texts: list[str], kind: str | None, limits: EmbedLimits, strict: bool = False) -> None:
+def validate(texts: list[str], kind: str | None, limits: EmbedLimits) -> None:
     """Raise :class:`InvalidInput` naming every bad field (nothing is queued for a bad request)."""
     violations: list[Violation] = []
     if kind not in KINDS:
@@ -77,7 +77,7 @@ class Embedder:
                     deadline: float | None = None) -> EmbedResult:
         """Validate, tokenise (off the event loop), queue and wait for the vectors."""
         start = time.perf_counter()
-        validate(texts, kind, self.limits, strict)
+        validate(texts, kind, self.limits)
         if sum(len(t) for t in texts) <= INLINE_TOKENIZE_CHARS:
             # A thread hop costs more than tokenising one short query (tens of microseconds).
             encoded = self.tokenizer.encode(texts, kind == "query")

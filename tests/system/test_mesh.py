@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from scripts.processes import start_process, stop_process
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,33 +25,11 @@ def free_port() -> int:
 
 
 def start(module: str, *args: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.match(r"SERVING port=(\d+)", line)
-        if m:
-            # keep draining output so the child never blocks on a full pipe
-            import threading
-
-            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-            return proc, int(m.group(1))
-    proc.kill()
-    raise AssertionError(f"{module} did not start:\n{''.join(lines)}")
+    return start_process(module, *args)
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop_process(proc)
 
 
 @pytest.fixture

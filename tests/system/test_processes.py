@@ -1,17 +1,15 @@
 """Whole processes: the service started as operators start it, and behind a real tritonserver."""
 
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
 from clients import EmbeddingClient
+from scripts.processes import start_process
 from tests.conftest import KOREAN_QUERIES
 
 pytestmark = pytest.mark.slow
@@ -25,20 +23,7 @@ def free_port() -> int:
 
 
 def start_service(*args: str, module: str = "services.embedding") -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 90
-    seen = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        m = re.match(r"SERVING port=(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    proc.kill()
-    raise AssertionError("service did not report SERVING:\n" + "".join(seen))
+    return start_process(module, "--port", "0", *args, timeout_s=90)
 
 
 def test_service_process_serves_and_stops_gracefully_on_sigterm():
