@@ -17,11 +17,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
+from clients.ocr import AsyncOcrClient
 from gateway import protocol as api
 from gateway.breaker import CircuitBreaker
 from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorBody, FieldError
+from gateway.ocr import router as ocr_router
 from gateway.serving import Deadline, Mesh
 
 log = logging.getLogger("gateway.access")
@@ -40,16 +42,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 class BodyLimit:
     """ASGI middleware: a body over ``limit`` bytes is 413, declared or not (chunked uploads too)."""
 
-    def __init__(self, app, limit: int) -> None:
+    def __init__(self, app, limit: int, prefix_limits: dict[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.prefix_limits = prefix_limits or {}
 
     async def __call__(self, scope, receive, send):  # noqa: D102
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        limit = next((v for k, v in self.prefix_limits.items() if path.startswith(k)), self.limit)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = ApiError(413, "payload_too_large", f"body over {self.limit} bytes")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+        too_big = ApiError(413, "payload_too_large", f"body over {limit} bytes")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
             return await _error(too_big)(scope, receive, send)
         # Read the body up front (it is bounded by the limit), so an oversized stream is refused
         # before any route sees it; then replay it to the app.
@@ -60,7 +65,7 @@ class BodyLimit:
             if message["type"] != "http.request":
                 return await self.app(scope, _replay([message]), send)
             seen += len(message.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 return await _error(too_big)(scope, receive, send)
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -97,15 +102,19 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.mesh = mesh or build_mesh(settings)
+        app.state.ocr = AsyncOcrClient(settings.ocr_target)
         yield
         await app.state.mesh.close()
+        await app.state.ocr.close()
 
     app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan,
                   description="The backend's fixed REST contract: search, collections, ingest jobs, "
                               "OpenAI-compatible embeddings. Every error has the `ErrorBody` shape. "
                               f"Send `{TIMEOUT_HEADER}` to set the request deadline.")
     keys = {k.strip() for k in settings.api_keys.split(",") if k.strip()}
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
+                       prefix_limits={"/v1/ocr/": settings.max_ocr_body_bytes})
+    app.include_router(ocr_router)
 
     def the_mesh(request: Request) -> Mesh:
         return request.app.state.mesh
@@ -134,7 +143,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
         else:
             response = await call_next(request)
         elapsed = time.perf_counter() - start
-        LATENCY.labels(route if not route.startswith("/v1/jobs/") else "/v1/jobs/{id}",
+        LATENCY.labels(_route_label(route),
                        str(response.status_code)).observe(elapsed)
         # One JSON line per request, without user text.
         log.info(json.dumps({"method": request.method, "path": route, "status": response.status_code,
@@ -235,6 +244,14 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _route_label(path: str) -> str:
+    """The metric label of a path (ids folded, so label cardinality stays bounded)."""
+    for prefix in ("/v1/jobs/", "/v1/ocr/jobs/"):
+        if path.startswith(prefix):
+            return prefix + "{id}"
+    return path
 
 
 def _error(exc: ApiError) -> JSONResponse:

@@ -15,6 +15,7 @@ class GatewaySettings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
+    ocr_target: str = Field("127.0.0.1:50054", description="OCR service host:port")
     default_timeout_ms: int = Field(2000, ge=10, le=600000, description="request deadline when no header is sent")
     admin_timeout_ms: int = Field(30000, ge=10, le=600000,
                                   description="default deadline of every call but search (no header sent)")
@@ -26,4 +27,5 @@ class GatewaySettings(BaseSettings):
     breaker_reset_s: float = Field(5.0, gt=0, description="how long an open breaker waits before a trial call")
     api_keys: str = Field("", description="comma-separated keys for X-API-Key; empty disables auth")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
+    max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
     log_level: str = Field("INFO", description="Python log level")

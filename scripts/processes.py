@@ -61,3 +61,31 @@ def stop_process(proc: subprocess.Popen[str], timeout_s: float = 20.0) -> int | 
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def start_redis(folder: Path, port: int = 0, timeout_s: float = 10.0) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server on loopback (a free port when ``port`` is 0), no persistence; returns it and its URL."""
+    import shutil
+    import socket
+
+    if shutil.which("redis-server") is None:
+        raise RuntimeError("redis-server missing: run scripts/setup.sh (it installs it)")
+    if port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
+                conn.sendall(b"PING\r\n")
+                if conn.recv(16).startswith(b"+PONG"):
+                    return proc, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"redis-server did not answer on port {port}")

@@ -2,8 +2,9 @@
 
 Ctrl-C (or SIGTERM) stops every process cleanly.
 
-Services so far: embedding (ONNX Runtime int8, in process) on 50051, retrieval (Qdrant local mode,
-Korean BM25 + dense hybrid) on 50052.
+Processes: Redis (shared cache and OCR job state, no persistence), embedding (ONNX Runtime int8) on
+50051, retrieval (Qdrant Edge, Korean BM25 + dense hybrid) on 50052, OCR (Tesseract kor+eng) on
+50054, and the gateway (REST) on 8080.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import threading
 import time
 from pathlib import Path
 
-from scripts.processes import start_process
+from scripts.processes import start_process, start_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = [
     ("embedding", ["-m", "services.embedding"]),
     ("retrieval", ["-m", "services.retrieval"]),  # embedded Qdrant Edge in .data/qdrant
+    ("ocr", ["-m", "services.ocr"]),  # Tesseract kor+eng; jobs in Redis
     ("gateway", ["-m", "gateway"]),  # REST on 8080
 ]
+REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
 SAMPLE = ROOT / "gateway" / "sample_catalog.json"
 
 
@@ -87,14 +90,47 @@ def example(port: int) -> None:
     print(f"\nembedding service on 127.0.0.1:{port} (gRPC; reflection on). Ctrl-C stops the mesh.\n", flush=True)
 
 
+def example_ocr(gateway: str) -> None:
+    """A rendered Korean receipt read through the OCR job endpoints (submit, poll, result)."""
+    import base64
+    import io
+
+    import httpx
+    from PIL import Image, ImageDraw, ImageFont
+
+    lines = ["하루커피 역삼점", "아메리카노  4,500원", "치즈케이크  6,500원", "합계  11,000원"]
+    font = ImageFont.truetype("/usr/share/fonts/truetype/nanum/NanumGothic.ttf", 30)
+    img = Image.new("RGB", (420, 60 + 48 * len(lines)), "white")
+    for i, line in enumerate(lines):
+        ImageDraw.Draw(img).text((30, 30 + 48 * i), line, font=font, fill="black")
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        job = http.post("/v1/ocr/jobs", json={"documents": [
+            {"content_base64": base64.b64encode(buf.getvalue()).decode()}]}).json()
+        while job["state"] not in ("succeeded", "failed"):
+            time.sleep(0.2)
+            job = http.get(f"/v1/ocr/jobs/{job['id']}").json()
+    print(f"\nPOST /v1/ocr/jobs (a rendered receipt) -> {job['state']}")
+    for page in (job.get("result") or {}).get("pages", []):
+        print(f"  engine={page['engine']} confidence={page['mean_confidence']:.0f} {page['ms']:.0f} ms")
+        for line in page["text"].splitlines():
+            print(f"    {line}")
+
+
 def main() -> None:
     """Start, show, serve until interrupted, stop everything."""
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[subprocess.Popen] = []
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        redis, redis_url = start_redis(ROOT / ".data" / "redis", REDIS_PORT)
+        procs.append(redis)
+        print(f"[redis] {redis_url}", flush=True)
         ports = {}
         for name, args in SERVICES:
+            if name in ("ocr", "gateway"):
+                args = [*args, "--redis-url", redis_url]
             proc, port = start(name, args)
             procs.append(proc)
             ports[name] = port
@@ -102,20 +138,24 @@ def main() -> None:
         gateway = f"http://127.0.0.1:{ports['gateway']}"
         ensure_catalog(gateway)
         example_search(gateway)
+        example_ocr(gateway)
         print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs). Ctrl-C stops the mesh.\n", flush=True)
         while not stop.is_set() and all(p.poll() is None for p in procs):
             stop.wait(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        for p in procs:
+        for p in reversed(procs):
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
+                if p is procs[0]:  # redis: our own child, not a session leader
+                    p.terminate()
+                else:
+                    os.killpg(p.pid, signal.SIGTERM)
         for p in procs:
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                p.kill()
         print("mesh stopped", flush=True)
 
 

@@ -16,8 +16,10 @@ need_stamp() { # need_stamp NAME FILES... -> true when the inputs changed since 
 }
 done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
 
-# 1. System packages (Debian): Redis for the gateway's shared caches (tests start their own).
-APT_PACKAGES=(redis-server)
+# 1. System packages (Debian): Redis for the gateway's shared caches and OCR job state (tests start
+#    their own); Tesseract's Korean/English models (tesserocr bundles the engine); Korean fonts for the
+#    OCR test and bench images.
+APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -51,3 +51,111 @@ async def aio_channel(embedding_service: EmbeddingService):
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{embedding_service.port}")
     yield channel
     await channel.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """A real redis-server on a free port (scripts/setup.sh installs it); missing it fails, not skips."""
+    import shutil
+    import subprocess
+    import time
+
+    import redis
+
+    assert shutil.which("redis-server"), "redis-server missing: run scripts/setup.sh"
+    port = free_port()
+    folder = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--dir", str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+class VisionStandIn:
+    """A local stand-in for a VLM server speaking the OpenAI vision chat protocol.
+
+    No VLM weights can be obtained on these machines, so this is not a model: it checks the request
+    has the protocol's shape (a text part and a base64 PNG data URL), decodes the image, and answers
+    with a transcription naming the image's size. ``stall_s`` makes it hang (timeout tests).
+    """
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[dict] = []
+        self.stall_s = 0.0
+        standin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802
+                import base64
+                import io
+                import json
+                import time
+
+                from PIL import Image
+
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.requests.append(body)
+                if standin.stall_s:
+                    time.sleep(standin.stall_s)
+                try:
+                    assert self.path == "/v1/chat/completions", self.path
+                    parts = body["messages"][0]["content"]
+                    text = next(p for p in parts if p["type"] == "text")["text"]
+                    url = next(p for p in parts if p["type"] == "image_url")["image_url"]["url"]
+                    assert text and url.startswith("data:image/png;base64,")
+                    img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+                    answer = f"스탠드인 판독 {img.width}x{img.height}\n둘째 줄"
+                    status, out = 200, {"id": "standin", "object": "chat.completion", "model": body["model"],
+                                        "choices": [{"index": 0, "finish_reason": "stop",
+                                                     "message": {"role": "assistant", "content": answer}}]}
+                except (AssertionError, KeyError, StopIteration, OSError) as err:
+                    status, out = 400, {"error": {"message": f"bad request: {err!r}"}}
+                data = json.dumps(out, ensure_ascii=False).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def vision_standin():
+    standin = VisionStandIn()
+    yield standin
+    standin.close()

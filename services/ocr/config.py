@@ -1,0 +1,44 @@
+"""Settings of the OCR service process (env prefix ``MESH_OCR_``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from services.bootstrap.settings import ServiceSettings
+
+
+class OcrSettings(ServiceSettings):
+    """OCR service: Tesseract kor+eng first, a VLM only when it fails; multi-page jobs in Redis."""
+
+    model_config = SettingsConfigDict(env_prefix="MESH_OCR_")
+
+    port: int = Field(50054, ge=0, le=65535, description="gRPC port; 0 picks a free one")
+    tessdata: str = Field("", description="tessdata folder (default: TESSDATA_PREFIX or Debian's)")
+    languages: str = Field("kor+eng", pattern=r"^[a-z_]+(\+[a-z_]+)*$",
+                           description="default Tesseract languages")
+    engines: int = Field(2, ge=1, le=32, description="loaded Tesseract engines = parallel pages")
+    max_pending: int = Field(32, ge=1, description="Extract calls waiting for an engine before RESOURCE_EXHAUSTED")
+    max_bytes: int = Field(20_000_000, ge=1024, description="largest upload in bytes")
+    max_pixels: int = Field(40_000_000, ge=10_000, description="largest decoded image (decompression-bomb guard)")
+    max_pages: int = Field(50, ge=1, description="most pages in one job")
+    max_sync_pages: int = Field(2, ge=1, description="most PDF pages Extract reads at once (more: use a job)")
+    max_side: int = Field(1920, ge=256, description="long side of the image Tesseract reads")
+    pdf_dpi: int = Field(200, ge=72, le=600, description="PDF render resolution")
+    deskew: bool = Field(True, description="straighten skewed text lines before OCR")
+    smooth_radius: float = Field(1.0, ge=0, le=5, description="Gaussian blur radius before OCR (0: off)")
+    min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
+    max_low_word_share: float = Field(0.4, ge=0, le=1,
+                                      description="share of words under 50 confidence above which OCR failed")
+    vlm_kind: Literal["openai", "gemini"] = Field("openai", description="VLM protocol for the fallback")
+    vlm_url: str = Field("", description="OpenAI-compatible base URL (…/v1); empty turns the fallback off")
+    vlm_model: str = Field("", description="VLM model name")
+    vlm_api_key: str = Field("", description="VLM API key (Gemini needs one)")
+    vlm_timeout_s: float = Field(30.0, gt=0, description="timeout of one VLM call")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis holding job state")
+    redis_timeout_s: float = Field(2.0, gt=0, description="timeout of one Redis call")
+    job_ttl_s: int = Field(86400, ge=10, description="how long a job and its result stay queryable")
+    max_queued_jobs: int = Field(1000, ge=1, description="queued jobs before SubmitJob answers RESOURCE_EXHAUSTED")
+    job_workers: int = Field(1, ge=0, le=32, description="concurrent jobs in this process (0: submit only)")

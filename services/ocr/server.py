@@ -1,0 +1,78 @@
+"""Builds the OCR service: Tesseract pool, optional VLM reader, extractor, Redis job store, servicer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mesh.ocr.v1 import ocr_pb2 as pb
+from opentelemetry import trace
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
+from services.ocr.config import OcrSettings
+from services.ocr.engine import TesseractPool
+from services.ocr.extractor import Extractor, FallbackPolicy
+from services.ocr.imaging import Limits, Preprocess
+from services.ocr.jobs import JobStore
+from services.ocr.servicer import OcrServicer
+from services.ocr.vlm import VisionReader, make_reader
+
+SERVICE = pb.DESCRIPTOR.services_by_name["OcrService"]
+
+
+@dataclass
+class OcrService:
+    """A created OCR server, its extractor and job store."""
+
+    mesh: MeshServer
+    extractor: Extractor
+    jobs: JobStore
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.mesh.port
+
+    async def warm_up(self) -> None:
+        """Run one tiny image through every engine, start the job workers, report SERVING."""
+        from PIL import Image, ImageDraw
+
+        img = Image.new("L", (200, 60), 255)
+        ImageDraw.Draw(img).text((10, 20), "warm up", fill=0)
+        for _ in range(self.extractor.pool.size):
+            self.extractor.pool.recognize(img)
+        await self.jobs.start()
+        await self.mesh.set_serving(True)
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, stop workers, release engines."""
+        await self.mesh.stop(grace)
+        await self.jobs.close()
+        await self.extractor.close()
+
+
+async def create_ocr_service(
+    settings: OcrSettings,
+    *,
+    reader: VisionReader | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    registry: CollectorRegistry = REGISTRY,
+) -> OcrService:
+    """Create (not start) the service; ``reader`` overrides the VLM built from settings."""
+    pool = TesseractPool(settings.tessdata, settings.languages, settings.engines)
+    reader = reader or make_reader(settings.vlm_kind, settings.vlm_url, settings.vlm_model, settings.vlm_api_key)
+    limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
+                    pdf_dpi=settings.pdf_dpi)
+    extractor = Extractor(pool, reader, FallbackPolicy(settings.min_confidence, settings.max_low_word_share),
+                          limits, Preprocess(max_side=settings.max_side, deskew=settings.deskew,
+                                                     smooth_radius=settings.smooth_radius),
+                          settings.max_pending, settings.vlm_timeout_s)
+    jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
+                    max_pages=settings.max_pages, workers=settings.job_workers, timeout_s=settings.redis_timeout_s)
+    # Uploads may be as large as max_bytes (plus framing); a job carries several.
+    limit = settings.max_bytes * 4 + 65536
+    mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,
+                                                                                   settings.max_sync_pages))],
+                               tracer_provider=tracer_provider, registry=registry,
+                               options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)])
+    return OcrService(mesh=mesh, extractor=extractor, jobs=jobs)

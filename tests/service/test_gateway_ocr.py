@@ -1,0 +1,73 @@
+"""Gateway OCR routes over a real OCR service (port 0, real Tesseract, real Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import httpx
+import pytest
+import pytest_asyncio
+from prometheus_client import CollectorRegistry
+
+from bench.ocr_set import build_set, cer
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from services.ocr.config import OcrSettings
+from services.ocr.server import create_ocr_service
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+SAMPLES = {s.name: s for s in build_set(per_category=1)}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def http(redis_url):
+    db = redis_url.rsplit("/", 1)[0] + "/5"
+    svc = await create_ocr_service(OcrSettings(port=0, engines=1, redis_url=db, job_workers=1, max_pages=4),
+                                   registry=CollectorRegistry())
+    await svc.mesh.start()
+    await svc.warm_up()
+    app = create_app(GatewaySettings(ocr_target=f"127.0.0.1:{svc.port}", embedding_target="127.0.0.1:1",
+                                     retrieval_target="127.0.0.1:1", max_ocr_body_bytes=200_000))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            yield client
+    await svc.close()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+async def test_submit_then_poll_until_the_result(http):
+    a, b = SAMPLES["paragraph-00"], SAMPLES["receipt-00"]
+    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": b64(a.png())},
+                                                            {"content_base64": b64(b.png()), "filename": "r.png"}]})
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert r.headers["Location"] == f"/v1/ocr/jobs/{job['id']}"
+    assert job["state"] in ("queued", "running") and job["pages_total"] == 2 and job["result"] is None
+    for _ in range(300):
+        job = (await http.get(f"/v1/ocr/jobs/{job['id']}")).json()
+        if job["state"] in ("succeeded", "failed"):
+            break
+        await asyncio.sleep(0.1)
+    assert job["state"] == "succeeded", job
+    pages = job["result"]["pages"]
+    assert [p["index"] for p in pages] == [0, 1] and all(p["engine"] == "tesseract" for p in pages)
+    assert cer(a.truth, pages[0]["text"]) < 0.1 and cer(b.truth, pages[1]["text"]) < 0.15
+    assert all(len(ln["box"]) == 4 for ln in pages[0]["lines"])
+
+
+async def test_bad_uploads_are_400_with_fields_and_unknown_jobs_404(http):
+    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": b64(SAMPLES["cover-00"].png())},
+                                                            {"content_base64": b64(b"plain text, no image")}]})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "documents[1]", r.text
+    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": "***"}]})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "documents[0].content_base64"
+    r = await http.post("/v1/ocr/jobs", json={"documents": []})
+    assert r.status_code == 400
+    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": "A" * 300_000}]})
+    assert r.status_code == 413
+    r = await http.get("/v1/ocr/jobs/does-not-exist")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"

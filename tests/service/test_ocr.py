@@ -1,0 +1,262 @@
+"""OCR service on port 0 with real Tesseract (kor+eng) and a real Redis: reading, bad input, jobs, VLM fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+import zlib
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from mesh.ocr.v1 import ocr_pb2 as pb
+from mesh.ocr.v1 import ocr_pb2_grpc as pb_grpc
+from PIL import Image
+from prometheus_client import CollectorRegistry
+
+from bench.ocr_set import build_set, cer
+from services.ocr.config import OcrSettings
+from services.ocr.extractor import ExtractOptions
+from services.ocr.server import OcrService, create_ocr_service
+from services.ocr.vlm import OpenAIVisionReader
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+SAMPLES = {s.name: s for s in build_set(per_category=2)}
+
+
+def settings(redis_url: str, **overrides) -> OcrSettings:
+    base = dict(host="127.0.0.1", port=0, metrics_port=-1, engines=1, redis_url=redis_url, job_workers=1,
+                max_bytes=3_000_000, max_pixels=20_000_000, max_pages=6)
+    base.update(overrides)
+    return OcrSettings(**base)
+
+
+async def started(s: OcrSettings, **kw) -> OcrService:
+    service = await create_ocr_service(s, registry=CollectorRegistry(), **kw)
+    await service.mesh.start()
+    await service.warm_up()
+    return service
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def ocr(redis_url):
+    service = await started(settings(redis_url))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    yield pb_grpc.OcrServiceStub(channel), service
+    await channel.close()
+    await service.close()
+
+
+def pdf_of(*images: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    first, *rest = [im.convert("RGB") for im in images]
+    first.save(buf, format="PDF", save_all=True, append_images=rest, resolution=100)
+    return buf.getvalue()
+
+
+def bad_request(err: grpc.aio.AioRpcError) -> list[str]:
+    status = rpc_status.from_call(err)
+    fields = []
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            fields += [v.field for v in bad.field_violations]
+    return fields
+
+
+async def test_extract_reads_korean_with_lines_boxes_and_timings(ocr):
+    stub, _ = ocr
+    sample = SAMPLES["paragraph-00"]
+    resp = await stub.Extract(pb.ExtractRequest(content=sample.png()), timeout=30)
+    (page,) = resp.pages
+    assert page.engine == pb.ENGINE_TESSERACT and not page.fallback_reason
+    assert cer(sample.truth, page.text) < 0.1, page.text
+    assert len(page.lines) == len(sample.truth.splitlines())
+    for line in page.lines:
+        assert 0 < line.confidence <= 100 and line.box.width > 0 and line.box.height > 0
+        assert line.box.left + line.box.width <= page.ocr_width
+    tops = [ln.box.top for ln in page.lines]
+    assert tops == sorted(tops)
+    assert page.timings.ocr_ns > 0 and page.timings.total_ns >= page.timings.ocr_ns
+    assert resp.text == page.text
+
+
+async def test_rotated_page_is_deskewed(ocr):
+    stub, _ = ocr
+    sample = SAMPLES["rotated-00"]
+    straight = await stub.Extract(pb.ExtractRequest(content=sample.png()), timeout=30)
+    raw = await stub.Extract(pb.ExtractRequest(content=sample.png(), options=pb.Options(disable_deskew=True)),
+                             timeout=30)
+    assert abs(straight.pages[0].skew_degrees) >= 3
+    assert raw.pages[0].skew_degrees == 0
+    assert cer(sample.truth, straight.pages[0].text) < cer(sample.truth, raw.pages[0].text)
+
+
+async def test_exif_orientation_is_applied(ocr):
+    stub, _ = ocr
+    sample = SAMPLES["paragraph-01"]
+    turned = sample.image.rotate(90, expand=True)  # stored sideways, EXIF says "rotate 270 to view"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    turned.save(buf, format="JPEG", exif=exif, quality=95)
+    resp = await stub.Extract(pb.ExtractRequest(content=buf.getvalue()), timeout=30)
+    assert cer(sample.truth, resp.pages[0].text) < 0.15, resp.pages[0].text
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG that claims ``width``x``height`` (a decompression bomb's header) with a tiny body."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+async def test_bad_input_is_invalid_argument_and_the_service_keeps_serving(ocr):
+    stub, _ = ocr
+    good = SAMPLES["paragraph-00"].png()
+    truncated = good[: len(good) // 2]
+    oversized = b"\x89PNG\r\n\x1a\n" + b"\0" * 3_000_001
+    cases = {
+        "zero bytes": b"", "not an image": "안녕하세요, 이건 그림이 아닙니다".encode() * 10,
+        "truncated": truncated, "bomb": _png_header_only(30000, 30000), "oversized": oversized,
+        "unreadable pdf": b"%PDF-1.7\n" + b"garbage" * 100,
+    }
+    for name, data in cases.items():
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Extract(pb.ExtractRequest(content=data), timeout=30)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert bad_request(info.value) == ["content"], name
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Extract(pb.ExtractRequest(content=good, options=pb.Options(languages="klingon")), timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad_request(info.value) == ["options.languages"]
+    resp = await stub.Extract(pb.ExtractRequest(content=good), timeout=30)
+    assert resp.pages[0].text
+
+
+async def test_pdf_pages_and_sync_page_limit(ocr):
+    stub, _ = ocr
+    a, b, c = SAMPLES["paragraph-00"], SAMPLES["receipt-00"], SAMPLES["paragraph-01"]
+    resp = await stub.Extract(pb.ExtractRequest(content=pdf_of(a.image, b.image)), timeout=60)
+    assert [p.index for p in resp.pages] == [0, 1]
+    assert cer(a.truth, resp.pages[0].text) < 0.15 and cer(b.truth, resp.pages[1].text) < 0.15
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.Extract(pb.ExtractRequest(content=pdf_of(a.image, b.image, c.image)), timeout=60)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "SubmitJob" in info.value.details()
+
+
+async def _wait_done(stub, job_id: str, timeout_s: float = 90) -> pb.Job:
+    seen = []
+    for _ in range(int(timeout_s * 10)):
+        job = (await stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=5)).job
+        seen.append(job.pages_done)
+        if job.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED):
+            assert seen == sorted(seen)  # progress never goes back
+            return job
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+async def test_job_lifecycle_across_instances(ocr, redis_url):
+    stub, _ = ocr
+    # A second instance with no workers takes the submission; the first instance's worker runs it.
+    front = await started(settings(redis_url, job_workers=0))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
+    front_stub = pb_grpc.OcrServiceStub(channel)
+    try:
+        a, b, c = SAMPLES["paragraph-00"], SAMPLES["receipt-01"], SAMPLES["cover-00"]
+        submitted = (await front_stub.SubmitJob(pb.SubmitJobRequest(contents=[pdf_of(a.image, b.image), c.png()]),
+                                                timeout=30)).job
+        assert submitted.state == pb.JOB_STATE_QUEUED and submitted.pages_total == 3
+        assert submitted.expires_unix_ms > submitted.created_unix_ms
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await front_stub.GetJobResult(pb.GetJobResultRequest(job_id=submitted.job_id), timeout=5)
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        job = await _wait_done(front_stub, submitted.job_id)
+        assert job.state == pb.JOB_STATE_SUCCEEDED and job.pages_done == 3
+        result = await front_stub.GetJobResult(pb.GetJobResultRequest(job_id=submitted.job_id), timeout=5)
+        assert [p.index for p in result.pages] == [0, 1, 2]
+        for page, sample in zip(result.pages, (a, b, c), strict=True):
+            assert page.text and cer(sample.truth, page.text) < 0.5
+    finally:
+        await channel.close()
+        await front.close()
+
+
+async def test_job_errors(ocr):
+    stub, _ = ocr
+    for job_id, code in (("nope", grpc.StatusCode.NOT_FOUND), ("", grpc.StatusCode.INVALID_ARGUMENT)):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=5)
+        assert info.value.code() == code
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.SubmitJob(pb.SubmitJobRequest(contents=[SAMPLES["paragraph-00"].png(), b"not an image"]),
+                             timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and bad_request(info.value) == ["contents[1]"]
+    seven = pdf_of(*[SAMPLES["paragraph-00"].image] * 7)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.SubmitJob(pb.SubmitJobRequest(contents=[seven]), timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
+    # Own Redis database, so no other worker races the staging. A worker-less instance takes the
+    # job; a "crashed" worker holds it on its running list with no heartbeat; a worker started
+    # afterwards requeues it at start-up and finishes it.
+    db = redis_url.rsplit("/", 1)[0] + "/3"
+    front = await started(settings(db, job_workers=0))
+    worker = None
+    try:
+        job = await front.jobs.submit([SAMPLES["blurred-00"].png()], ExtractOptions())
+        moved = await front.jobs.redis.lmove("ocr:queue", "ocr:running:deadbeef0000", "RIGHT", "RIGHT")
+        assert moved.decode() == job["job_id"]
+        assert (await front.jobs.status(job["job_id"]))["state"] == "QUEUED"
+        worker = await started(settings(db, job_workers=1))
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
+        done = await _wait_done(pb_grpc.OcrServiceStub(channel), job["job_id"])
+        await channel.close()
+        assert done.state == pb.JOB_STATE_SUCCEEDED and done.pages_done == 1
+        assert await front.jobs.redis.llen("ocr:running:deadbeef0000") == 0
+    finally:
+        await front.close()
+        if worker is not None:
+            await worker.close()
+
+
+async def test_vlm_fallback_only_when_tesseract_fails(redis_url, vision_standin):
+    reader = OpenAIVisionReader(vision_standin.url, "standin-vlm")
+    service = await started(settings(redis_url, job_workers=0, vlm_timeout_s=2.0), reader=reader)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    stub = pb_grpc.OcrServiceStub(channel)
+    blank = io.BytesIO()
+    Image.new("RGB", (320, 200), (250, 250, 250)).save(blank, format="PNG")
+    try:
+        ok = await stub.Extract(pb.ExtractRequest(content=SAMPLES["paragraph-00"].png()), timeout=30)
+        assert ok.pages[0].engine == pb.ENGINE_TESSERACT and not vision_standin.requests
+        resp = await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)
+        page = resp.pages[0]
+        assert page.fallback_reason == "no_text" and page.engine == pb.ENGINE_VLM
+        assert page.text.startswith("스탠드인 판독 320x200") and len(page.lines) == 2
+        assert page.timings.vlm_ns > 0 and len(vision_standin.requests) == 1
+        off = await stub.Extract(pb.ExtractRequest(content=blank.getvalue(),
+                                                   options=pb.Options(disable_fallback=True)), timeout=30)
+        assert off.pages[0].engine == pb.ENGINE_TESSERACT and off.pages[0].fallback_error
+        vision_standin.stall_s = 4.0  # over the 2 s VLM timeout: Tesseract's (empty) answer stands
+        slow = await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)
+        assert slow.pages[0].engine == pb.ENGINE_TESSERACT and "timed out" in slow.pages[0].fallback_error
+    finally:
+        await channel.close()
+        await service.close()
+
+
+async def test_without_a_vlm_the_failure_is_reported(ocr):
+    stub, _ = ocr
+    blank = io.BytesIO()
+    Image.new("L", (300, 100), 255).save(blank, format="PNG")
+    page = (await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)).pages[0]
+    assert page.fallback_reason == "no_text" and page.fallback_error.startswith("vlm_disabled")
+    assert page.text == "" and page.engine == pb.ENGINE_TESSERACT

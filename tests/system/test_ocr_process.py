@@ -1,0 +1,62 @@
+"""The OCR service as processes over one Redis: a job outlives the process that was reading it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+
+import pytest
+from mesh.ocr.v1 import ocr_pb2 as pb
+
+from bench.ocr_set import build_set, cer
+from clients.ocr import AsyncOcrClient
+from scripts.processes import start_process, start_redis, stop_process
+
+pytestmark = pytest.mark.slow
+
+
+def test_killed_worker_loses_no_job(tmp_path):
+    redis, url = start_redis(tmp_path / "redis")
+    samples = build_set(per_category=1)
+    pages = [s.image.convert("RGB") for s in samples]
+    buf = io.BytesIO()
+    pages[0].save(buf, format="PDF", save_all=True, append_images=pages[1:] * 2, resolution=100)
+    procs = []
+    try:
+        first, port = start_process("services.ocr", "--port", "0", "--redis-url", url, "--engines", "1")
+        procs.append(first)
+
+        async def scenario() -> tuple[pb.Job, pb.GetJobResultResponse, float]:
+            client = AsyncOcrClient(f"127.0.0.1:{port}")
+            job = await client.submit_job([buf.getvalue()])
+            assert job.pages_total == 1 + 2 * (len(pages) - 1)
+            while (await client.get_job(job.job_id)).pages_done < 2:
+                await asyncio.sleep(0.05)
+            first.kill()  # kill -9 mid-job: no clean shutdown, its heartbeat simply stops
+            first.wait()
+            await client.close()
+            second, port2 = start_process("services.ocr", "--port", "0", "--redis-url", url, "--engines", "1")
+            procs.append(second)
+            client = AsyncOcrClient(f"127.0.0.1:{port2}")
+            start = time.monotonic()
+            while True:  # the lapsed heartbeat (15 s) lets the new instance requeue the job
+                state = await client.get_job(job.job_id)
+                if state.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED):
+                    break
+                assert time.monotonic() - start < 90, state
+                await asyncio.sleep(0.2)
+            result = await client.get_job_result(job.job_id)
+            await client.close()
+            return state, result, time.monotonic() - start
+
+        state, result, took = asyncio.run(scenario())
+        assert state.state == pb.JOB_STATE_SUCCEEDED and state.pages_done == state.pages_total
+        assert [p.index for p in result.pages] == list(range(state.pages_total))
+        truths = [samples[0].truth] + [s.truth for s in samples[1:]] * 2
+        assert sum(cer(t, p.text) for t, p in zip(truths, result.pages, strict=True)) / len(truths) < 0.2
+    finally:
+        for p in procs:
+            stop_process(p)
+        redis.terminate()
+        redis.wait()
