@@ -14,7 +14,7 @@ test: setup check
 
 check:
 	@$(PY) -m ruff check services clients gateway infra bench tests scripts
-	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py scripts
+	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py infra/llm scripts
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
 

@@ -24,12 +24,13 @@ from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorBody, FieldError
 from gateway.ocr import router as ocr_router
-from gateway.serving import Deadline, Mesh
+from gateway.reasoning import Reasoning
+from gateway.reasoning import router as reasoning_router
+from gateway.serving import TIMEOUT_HEADER, Deadline, Mesh, request_deadline
 
 log = logging.getLogger("gateway.access")
 LATENCY = Histogram("mesh_gateway_request_seconds", "request latency", ["route", "status"],
                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-TIMEOUT_HEADER = "X-Request-Timeout-Ms"
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in {
         400: "invalid request (fields named in `error.fields`)", 401: "missing or wrong API key",
@@ -103,9 +104,11 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         app.state.mesh = mesh or build_mesh(settings)
         app.state.ocr = AsyncOcrClient(settings.ocr_target)
+        app.state.reasoning = Reasoning(settings)
         yield
         await app.state.mesh.close()
         await app.state.ocr.close()
+        await app.state.reasoning.close()
 
     app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan,
                   description="The backend's fixed REST contract: search, collections, ingest jobs, "
@@ -115,24 +118,16 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        prefix_limits={"/v1/ocr/": settings.max_ocr_body_bytes})
     app.include_router(ocr_router)
+    app.include_router(reasoning_router)
+    app.state.settings = settings
 
     def the_mesh(request: Request) -> Mesh:
         return request.app.state.mesh
 
     def deadline(request: Request) -> Deadline:
-        raw = request.headers.get(TIMEOUT_HEADER)
-        if raw is None:
-            # Search is latency-critical; bulk embedding and management calls get the longer default.
-            interactive = request.url.path == "/v1/search"
-            return Deadline((settings.default_timeout_ms if interactive else settings.admin_timeout_ms) / 1000)
-        try:
-            ms = int(raw)
-            if not 1 <= ms <= 600000:
-                raise ValueError
-        except ValueError:
-            raise ApiError(400, "invalid_argument", f"{TIMEOUT_HEADER} must be an integer 1..600000",
-                           fields=[FieldError(field=TIMEOUT_HEADER, description="1..600000")]) from None
-        return Deadline(ms / 1000)
+        # Search is latency-critical; bulk embedding and management calls get the longer default.
+        interactive = request.url.path == "/v1/search"
+        return request_deadline(request, settings.default_timeout_ms if interactive else settings.admin_timeout_ms)
 
     @app.middleware("http")
     async def edges(request: Request, call_next):
@@ -231,9 +226,14 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
 
     @app.get("/readyz", response_model=api.Health, responses={503: {"model": api.Health}}, tags=["health"])
     async def readyz(request: Request):
-        """Readiness: retrieval must serve (search can degrade without embedding)."""
+        """Readiness: retrieval must serve; OCR and reasoning are reported, not required.
+
+        Search can degrade without embedding, so embedding down is `degraded`, not unavailable.
+        """
+        reasoning = settings.reasoning_targets.split(",")[0].strip()
         states = {name: await _health(target) for name, target in (
-            ("embedding", settings.embedding_target), ("retrieval", settings.retrieval_target))}
+            ("embedding", settings.embedding_target), ("retrieval", settings.retrieval_target),
+            ("ocr", settings.ocr_target), ("reasoning", reasoning))}
         if states["retrieval"] != "SERVING":
             return JSONResponse(api.Health(status="unavailable", services=states).model_dump(), status_code=503)
         return api.Health(status="ok" if states["embedding"] == "SERVING" else "degraded", services=states)

@@ -16,6 +16,16 @@ class GatewaySettings(BaseSettings):
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
     ocr_target: str = Field("127.0.0.1:50054", description="OCR service host:port")
+    reasoning_targets: str = Field("127.0.0.1:50053",
+                                   description="reasoning instances host:port, comma-separated (sessions hashed)")
+    reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
+                                          description="bounded-load slack: an instance takes <= (1+e) x average")
+    reasoning_timeout_ms: int = Field(60000, ge=10, le=600000,
+                                      description="request deadline of LLM routes when no header is sent")
+    reasoning_first_token_s: float = Field(5.0, gt=0, le=600, description="first-token deadline of LLM calls")
+    reasoning_generation_s: float = Field(20.0, gt=0, le=600, description="generation deadline of LLM calls")
+    reasoning_total_s: float = Field(30.0, gt=0, le=600, description="total deadline of one LLM call")
+    summary_timeout_s: float = Field(5.0, gt=0, le=600, description="deadline of a summary (never retried)")
     default_timeout_ms: int = Field(2000, ge=10, le=600000, description="request deadline when no header is sent")
     admin_timeout_ms: int = Field(30000, ge=10, le=600000,
                                   description="default deadline of every call but search (no header sent)")

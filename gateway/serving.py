@@ -30,6 +30,9 @@ FIELD_TYPES = {"keyword": rpb.FIELD_TYPE_KEYWORD, "integer": rpb.FIELD_TYPE_INTE
 FIELD_NAMES = {v: k for k, v in FIELD_TYPES.items()}
 
 
+TIMEOUT_HEADER = "X-Request-Timeout-Ms"
+
+
 @dataclass
 class Deadline:
     """The request's budget; every hop gets what is left of it."""
@@ -47,6 +50,21 @@ class Deadline:
         if left <= 0.001:
             raise ApiError(504, "deadline_exceeded", "the request deadline passed", retryable=True)
         return left
+
+
+def request_deadline(request, default_ms: int) -> Deadline:
+    """The request's deadline: the ``X-Request-Timeout-Ms`` header (1..600000) or ``default_ms``."""
+    raw = request.headers.get(TIMEOUT_HEADER)
+    if raw is None:
+        return Deadline(default_ms / 1000)
+    try:
+        ms = int(raw)
+        if not 1 <= ms <= 600000:
+            raise ValueError
+    except ValueError:
+        raise ApiError(400, "invalid_argument", f"{TIMEOUT_HEADER} must be an integer 1..600000",
+                       fields=[FieldError(field=TIMEOUT_HEADER, description="1..600000")]) from None
+    return Deadline(ms / 1000)
 
 
 def _condition(c: api.FilterCondition, where: str) -> rpb.Condition:

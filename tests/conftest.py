@@ -159,3 +159,85 @@ def vision_standin():
     standin = VisionStandIn()
     yield standin
     standin.close()
+
+
+class ChatStandIn:
+    """A local stand-in for an OpenAI-compatible chat server, for failures a real server cannot be
+    made to show on demand (stalls, broken streams, schema-breaking answers). Not a model: each
+    request takes the next scripted behaviour (the last one repeats):
+
+    ``{"chunks": ["안", "녕"], "first_delay_s": 0, "stall_after": None, "break_after": None,
+    "status": 200}`` -- stream ``chunks`` as SSE deltas; wait ``first_delay_s`` before the first;
+    after ``stall_after`` chunks hang (until the client goes away); after ``break_after`` chunks
+    close the connection without ``[DONE]``.
+    """
+
+    def __init__(self, script: list[dict]) -> None:
+        import http.server
+        import threading
+
+        self.script = script
+        self.requests: list[dict] = []
+        self.closed_early = 0
+        standin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802
+                import json
+                import time
+
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.requests.append(body)
+                plan = standin.script[min(len(standin.requests), len(standin.script)) - 1]
+                if plan.get("status", 200) != 200:
+                    self.send_response(plan["status"])
+                    self.end_headers()
+                    self.wfile.write(b'{"error": "scripted failure"}')
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    time.sleep(plan.get("first_delay_s", 0))
+                    for i, text in enumerate(plan.get("chunks", ["네"])):
+                        if plan.get("stall_after") is not None and i >= plan["stall_after"]:
+                            for _ in range(600):  # hang; a cancelled client shows as a broken pipe
+                                time.sleep(0.05)
+                                self.wfile.write(b": keep-alive\n\n")
+                                self.wfile.flush()
+                        if plan.get("break_after") is not None and i >= plan["break_after"]:
+                            return
+                        event = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+                        self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                        self.wfile.flush()
+                    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 11, "completion_tokens": len(plan.get("chunks", ["네"]))}}
+                    self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    standin.closed_early += 1
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory):
+    """The real embedded LLM server (llama.cpp, the pinned GGUF model) on a free port."""
+    from infra.llm.server import start_llm_server
+
+    server = start_llm_server(free_port(), log_path=tmp_path_factory.mktemp("llm") / "llm.log")
+    yield server
+    server.stop()

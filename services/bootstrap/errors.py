@@ -66,6 +66,10 @@ class Cancelled(MeshError):
     """The caller went away."""
 
 
+class InvalidOutput(MeshError):
+    """A backend's answer broke its contract (e.g. a JSON schema) even after the allowed retry."""
+
+
 # The one table: domain error -> gRPC code. Callers tell retryable from permanent by the code.
 GRPC_CODES: dict[type[MeshError], grpc.StatusCode] = {
     InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
@@ -76,6 +80,7 @@ GRPC_CODES: dict[type[MeshError], grpc.StatusCode] = {
     DependencyUnavailable: grpc.StatusCode.UNAVAILABLE,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     Cancelled: grpc.StatusCode.CANCELLED,
+    InvalidOutput: grpc.StatusCode.ABORTED,
 }
 
 

@@ -1,0 +1,1 @@
+"""The embedded LLM server: a pinned llama.cpp server (llama-cpp-python) and a GGUF model from registry packages."""

@@ -1,0 +1,1 @@
+"""Reasoning service: streaming LLM generation with stage timeouts, failover, JSON-constrained reasons."""

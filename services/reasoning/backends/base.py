@@ -1,0 +1,51 @@
+"""One interface over LLM backends: stream chat messages, get text chunks (and usage when known)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from prometheus_client import Gauge
+
+INFLIGHT = Gauge("mesh_reasoning_backend_inflight", "backend requests open right now", ["backend"])
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """What a backend needs besides the messages."""
+
+    max_tokens: int
+    temperature: float
+    json_schema: dict | None = None
+    timeout_s: float = 30.0  # the transport's own safety net; stage deadlines are enforced above
+
+
+@dataclass
+class Chunk:
+    """A piece of the answer; the last chunk may carry the finish reason and reported usage."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class BackendError(Exception):
+    """The backend could not answer (connection refused, HTTP error, malformed or broken stream)."""
+
+
+@dataclass
+class LlmBackend(abc.ABC):
+    """A chat-completion backend. ``stream`` must release its request when the iterator is closed."""
+
+    name: str
+    model: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @abc.abstractmethod
+    def stream(self, messages: list[dict[str, str]], params: GenerationParams) -> AsyncIterator[Chunk]:
+        """Yield chunks of the answer; raise BackendError on failure."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

@@ -1,0 +1,88 @@
+"""OpenAI-compatible chat completions over HTTP with SSE streaming (vLLM, llama.cpp server, ...)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Literal
+
+import httpx
+
+from services.reasoning.backends.base import INFLIGHT, BackendError, Chunk, GenerationParams, LlmBackend
+
+
+class OpenAIBackend(LlmBackend):
+    """POST {base_url}/chat/completions with ``stream: true``.
+
+    ``schema_format`` says how the server takes a JSON schema: ``json_schema`` (OpenAI, vLLM) or
+    ``json_object`` (llama-cpp-python's server: ``{"type": "json_object", "schema": ...}``).
+    Closing the iterator closes the HTTP response, which is how a cancelled caller reaches the
+    server (llama-cpp-python and vLLM stop generating for a closed connection).
+    """
+
+    def __init__(self, name: str, base_url: str, model: str, *, api_key: str = "",
+                 schema_format: Literal["json_schema", "json_object"] = "json_schema",
+                 connect_timeout_s: float = 2.0) -> None:
+        super().__init__(name=name, model=model)
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.schema_format = schema_format
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30.0, connect=connect_timeout_s),
+                                       limits=httpx.Limits(max_connections=64, max_keepalive_connections=16))
+
+    def body(self, messages: list[dict[str, str]], params: GenerationParams) -> dict:
+        """The request body."""
+        body: dict = {"model": self.model, "messages": messages, "stream": True, "max_tokens": params.max_tokens,
+                      "temperature": params.temperature, "stream_options": {"include_usage": True}}
+        if params.json_schema is not None:
+            if self.schema_format == "json_object":
+                body["response_format"] = {"type": "json_object", "schema": params.json_schema}
+            else:
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "answer", "schema": params.json_schema, "strict": True}}
+        return body
+
+    async def stream(self, messages: list[dict[str, str]], params: GenerationParams) -> AsyncIterator[Chunk]:
+        """Yield chunks as the server streams them."""
+        gauge = INFLIGHT.labels(self.name)
+        gauge.inc()
+        try:
+            async with self._http.stream("POST", self.url, json=self.body(messages, params),
+                                         timeout=httpx.Timeout(params.timeout_s, connect=2.0)) as resp:
+                if resp.status_code != 200:
+                    detail = (await resp.aread())[:300].decode("utf-8", "replace")
+                    raise BackendError(f"{self.name}: HTTP {resp.status_code}: {detail}")
+                finished = False
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        finished = True
+                        break
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        raise BackendError(f"{self.name}: malformed SSE data {data[:80]!r}") from None
+                    if "error" in event:
+                        raise BackendError(f"{self.name}: {event['error']}")
+                    chunk = Chunk()
+                    usage = event.get("usage")
+                    if usage:
+                        chunk.prompt_tokens = usage.get("prompt_tokens")
+                        chunk.completion_tokens = usage.get("completion_tokens")
+                    for choice in event.get("choices") or []:
+                        chunk.text += (choice.get("delta") or {}).get("content") or ""
+                        chunk.finish_reason = choice.get("finish_reason") or chunk.finish_reason
+                    if chunk.text or chunk.finish_reason or usage:
+                        yield chunk
+                if not finished:
+                    raise BackendError(f"{self.name}: stream ended without [DONE]")
+        except httpx.HTTPError as err:
+            raise BackendError(f"{self.name}: {type(err).__name__}: {err}") from None
+        finally:
+            gauge.dec()
+
+    async def close(self) -> None:
+        """Close the HTTP pool."""
+        await self._http.aclose()

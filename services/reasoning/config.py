@@ -1,0 +1,44 @@
+"""Settings of the reasoning service process (env prefix ``MESH_REASONING_``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from services.bootstrap.settings import ServiceSettings
+
+
+class ReasoningSettings(ServiceSettings):
+    """Reasoning service: streaming LLM calls with stage timeouts, failover and JSON-constrained reasons."""
+
+    model_config = SettingsConfigDict(env_prefix="MESH_REASONING_")
+
+    port: int = Field(50053, ge=0, le=65535, description="gRPC port; 0 picks a free one")
+    backend_url: str = Field("http://127.0.0.1:8081/v1",
+                             description="primary OpenAI-compatible base URL (the local llama.cpp server by default)")
+    backend_name: str = Field("local", description="name of the primary backend in usage and metrics")
+    backend_model: str = Field("qwen2.5-coder-1.5b-instruct-q4", description="model name sent to the primary")
+    backend_schema_format: Literal["json_object", "json_schema"] = Field(
+        "json_object", description="how the primary takes a JSON schema (llama.cpp: json_object; vLLM: json_schema)")
+    backend_api_key: str = Field("", description="bearer key of the primary")
+    fallback_url: str = Field("", description="second OpenAI-compatible base URL (failover before the first token)")
+    fallback_name: str = Field("fallback", description="name of the second backend")
+    fallback_model: str = Field("", description="model name sent to the second backend")
+    fallback_schema_format: Literal["json_object", "json_schema"] = Field("json_schema",
+                                                                          description="schema format of the second")
+    fallback_api_key: str = Field("", description="bearer key of the second backend")
+    gemini_api_key: str = Field("", description="adds Gemini (google-genai) as the last backend when set")
+    gemini_model: str = Field("gemini-2.5-flash", description="Gemini model")
+    first_token_timeout_s: float = Field(5.0, gt=0, le=600, description="default first-token deadline")
+    generation_timeout_s: float = Field(20.0, gt=0, le=600, description="default generation deadline")
+    total_timeout_s: float = Field(30.0, gt=0, le=600, description="default deadline of a whole call")
+    summary_timeout_s: float = Field(5.0, gt=0, le=600, description="deadline of a summary (no retry)")
+    default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
+    max_tokens_limit: int = Field(2048, ge=1, description="largest max_tokens a request may ask for")
+    max_prompt_chars: int = Field(20000, ge=1, description="longest prompt, message or text accepted")
+    max_history_tokens: int = Field(3000, ge=1, description="cap on a chat history (estimated tokens)")
+    max_concurrent_calls: int = Field(64, ge=1, description="calls in flight before RESOURCE_EXHAUSTED")
+    prices_json: str = Field("{}", description='USD per 1M tokens: {"model": [prompt, completion]}')
+    instance_name: str = Field("", description="name reported in usage (default host:port)")

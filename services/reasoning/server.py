@@ -1,0 +1,69 @@
+"""Builds the reasoning service: backends in failover order, generator, servicer."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+
+from mesh.reasoning.v1 import reasoning_pb2 as pb
+from opentelemetry import trace
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
+from services.reasoning.backends import LlmBackend, make_backends
+from services.reasoning.backends.base import GenerationParams
+from services.reasoning.config import ReasoningSettings
+from services.reasoning.generation import Failed, Generator, PriceTable, Timeouts
+from services.reasoning.servicer import ReasoningServicer
+
+SERVICE = pb.DESCRIPTOR.services_by_name["ReasoningService"]
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReasoningService:
+    """A created reasoning server and its generator."""
+
+    mesh: MeshServer
+    generator: Generator
+    servicer: ReasoningServicer
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.mesh.port
+
+    async def warm_up(self) -> None:
+        """One token from the primary backend (loads its weights), then SERVING either way.
+
+        A backend that is down is a per-call error, not a reason to refuse calls that might fail over.
+        """
+        result = await self.generator.complete([{"role": "user", "content": "안녕"}], GenerationParams(1, 0.0),
+                                               Timeouts(60.0, 60.0, 60.0), failover=False)
+        if isinstance(result, Failed):
+            log.warning("warm-up failed (%s: %s); serving anyway", result.kind, result.message)
+        await self.mesh.set_serving(True)
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, close backends."""
+        await self.mesh.stop(grace)
+        await self.generator.close()
+
+
+async def create_reasoning_service(
+    settings: ReasoningSettings,
+    *,
+    backends: list[LlmBackend] | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    registry: CollectorRegistry = REGISTRY,
+) -> ReasoningService:
+    """Create (not start) the service; ``backends`` overrides the ones built from settings (tests)."""
+    generator = Generator(backends or make_backends(settings),
+                          Timeouts(settings.first_token_timeout_s, settings.generation_timeout_s,
+                                   settings.total_timeout_s), PriceTable(settings.prices_json))
+    placeholder = ReasoningServicer(generator, settings, "")
+    mesh = await create_server(settings, [ServiceRegistration(SERVICE, placeholder)],
+                               tracer_provider=tracer_provider, registry=registry)
+    placeholder.instance = settings.instance_name or f"{socket.gethostname()}:{mesh.port}"
+    return ReasoningService(mesh=mesh, generator=generator, servicer=placeholder)

@@ -1,0 +1,203 @@
+"""gRPC servicer: validates requests, runs :class:`Generator` / :class:`ReasonWriter`, maps events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import jsonschema
+from mesh.reasoning.v1 import reasoning_pb2 as pb
+
+from services.bootstrap.errors import InvalidInput, MeshError, Overloaded, Violation, grpc_code_for
+from services.reasoning.backends.base import GenerationParams
+from services.reasoning.config import ReasoningSettings
+from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
+from services.reasoning.prompts import Turn, chat_messages, summary_messages
+from services.reasoning.reasons import ItemIn, ReasonWriter
+
+KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
+         "generation_timeout": pb.ERROR_KIND_GENERATION_TIMEOUT,
+         "total_timeout": pb.ERROR_KIND_TOTAL_TIMEOUT, "backend_failed": pb.ERROR_KIND_BACKEND_FAILED,
+         "schema_violation": pb.ERROR_KIND_SCHEMA_VIOLATION}
+FINISH = {"stop": pb.FINISH_REASON_STOP, "length": pb.FINISH_REASON_LENGTH}
+ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
+
+
+class ReasoningServicer:
+    """Implements mesh.reasoning.v1.ReasoningService."""
+
+    def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str) -> None:
+        self.generator = generator
+        self.reasons = ReasonWriter(generator)
+        self.s = settings
+        self.instance = instance
+        self.inflight = 0
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _params(self, o: pb.Options, violations: list[Violation], schema: dict | None = None,
+                default_max: int | None = None) -> GenerationParams:
+        max_tokens = o.max_tokens or default_max or self.s.default_max_tokens
+        if not 1 <= max_tokens <= self.s.max_tokens_limit:
+            violations.append(Violation("options.max_tokens", f"must be 1..{self.s.max_tokens_limit}"))
+        temperature = o.temperature if o.HasField("temperature") else 0.3
+        if not 0 <= temperature <= 2:
+            violations.append(Violation("options.temperature", "must be 0..2"))
+        return GenerationParams(max_tokens, temperature, schema)
+
+    def _timeouts(self, o: pb.Options, violations: list[Violation], total_default: float | None = None) -> Timeouts:
+        t = o.timeouts
+        for name in ("first_token_s", "generation_s", "total_s"):
+            value = getattr(t, name)
+            if not 0 <= value <= 600:
+                violations.append(Violation(f"options.timeouts.{name}", "must be 0..600 seconds (0: default)"))
+        total = t.total_s or total_default or self.s.total_timeout_s
+        return Timeouts(first_token_s=t.first_token_s or min(self.s.first_token_timeout_s, total),
+                        generation_s=t.generation_s or min(self.s.generation_timeout_s, total), total_s=total)
+
+    def _text(self, field: str, value: str, violations: list[Violation], required: bool = True) -> None:
+        if required and not value.strip():
+            violations.append(Violation(field, "empty"))
+        if len(value) > self.s.max_prompt_chars:
+            violations.append(Violation(field, f"{len(value)} characters is over {self.s.max_prompt_chars}"))
+
+    def _admit(self) -> None:
+        if self.inflight >= self.s.max_concurrent_calls:
+            raise Overloaded(f"{self.inflight} calls in flight", retry_after_s=1.0)
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    def usage(self, u: Usage) -> pb.Usage:
+        """Usage -> proto."""
+        return pb.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, ttft_ns=u.ttft_ns,
+                        total_ns=u.total_ns, tokens_per_second=u.tokens_per_second, cost_usd=u.cost_usd,
+                        backend=u.backend, model=u.model, estimated=u.estimated, failed_over=u.failed_over,
+                        llm_calls=u.llm_calls, instance=self.instance)
+
+    async def _events(self, response_cls, messages, params: GenerationParams, timeouts: Timeouts,
+                      schema: dict | None = None) -> AsyncIterator:
+        self._admit()
+        self.inflight += 1
+        try:
+            async for event in self.generator.stream(messages, params, timeouts):
+                if isinstance(event, Delta):
+                    yield response_cls(delta=event.text)
+                elif isinstance(event, Finished):
+                    if schema is not None:
+                        try:
+                            jsonschema.validate(json.loads(event.text), schema)
+                        except (ValueError, jsonschema.ValidationError) as err:
+                            yield response_cls(error=pb.StreamError(
+                                kind=pb.ERROR_KIND_SCHEMA_VIOLATION, message=str(err).splitlines()[0][:300],
+                                completion_tokens=event.usage.completion_tokens))
+                            return
+                    yield response_cls(done=pb.Done(finish_reason=FINISH.get(event.finish_reason,
+                                                                             pb.FINISH_REASON_STOP),
+                                                    usage=self.usage(event.usage)))
+                elif isinstance(event, Failed):
+                    yield response_cls(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
+                                                            completion_tokens=event.completion_tokens))
+        finally:
+            self.inflight -= 1
+
+    # -- RPCs ----------------------------------------------------------------------------------
+
+    async def Generate(self, request, context):  # noqa: N802
+        """Stream one prompt's answer."""
+        violations: list[Violation] = []
+        self._text("prompt", request.prompt, violations)
+        self._text("system", request.system, violations, required=False)
+        schema = None
+        if request.options.json_schema:
+            try:
+                schema = json.loads(request.options.json_schema)
+                jsonschema.Draft202012Validator.check_schema(schema)
+                if not isinstance(schema, dict):
+                    raise ValueError("a schema must be a JSON object")
+            except (ValueError, jsonschema.SchemaError) as err:
+                violations.append(Violation("options.json_schema", f"not a valid JSON schema: "
+                                                                   f"{str(err).splitlines()[0][:200]}"))
+        params = self._params(request.options, violations, schema)
+        timeouts = self._timeouts(request.options, violations)
+        if violations:
+            raise InvalidInput("invalid generate request", violations)
+        messages = ([{"role": "system", "content": request.system}] if request.system.strip() else []) + \
+            [{"role": "user", "content": request.prompt}]
+        async for out in self._events(pb.GenerateResponse, messages, params, timeouts, schema):
+            yield out
+
+    async def Chat(self, request, context):  # noqa: N802
+        """Stream a chat turn."""
+        violations: list[Violation] = []
+        self._text("message", request.message, violations, required=False)  # emptiness: chat_messages
+        self._text("system", request.system, violations, required=False)
+        if request.options.json_schema:
+            violations.append(Violation("options.json_schema", "not supported in chat; use Generate"))
+        for i, m in enumerate(request.history):
+            self._text(f"history[{i}].content", m.content, violations, required=False)
+        params = self._params(request.options, violations)
+        timeouts = self._timeouts(request.options, violations)
+        history = [Turn(ROLES.get(m.role, "unspecified"), m.content) for m in request.history]
+        messages: list[dict[str, str]] = []
+        try:
+            messages = chat_messages(request.system, history, request.message, self.s.max_history_tokens)
+        except InvalidInput as err:
+            violations += err.violations
+        if violations:
+            raise InvalidInput("invalid chat request", violations)
+        async for out in self._events(pb.ChatResponse, messages, params, timeouts):
+            yield out
+
+    async def _reasons(self, request, field: str = "") -> pb.GenerateReasonsResponse:
+        violations: list[Violation] = []
+        self._text(f"{field}query", request.query, violations, required=False)
+        params = self._params(request.options, violations, default_max=2048)
+        timeouts = self._timeouts(request.options, violations)
+        if violations:
+            raise InvalidInput("invalid reasons request", violations)
+        items = [ItemIn(i.id, i.title, i.description) for i in request.items]
+        self._admit()
+        self.inflight += 1
+        try:
+            reasons, usage = await self.reasons.write(request.query, items, max_tokens=request.options.max_tokens,
+                                                      temperature=params.temperature, timeouts=timeouts)
+        finally:
+            self.inflight -= 1
+        return pb.GenerateReasonsResponse(reasons=[pb.Reason(item_id=r.item_id, short=r.short, long=r.long)
+                                                   for r in reasons], usage=self.usage(usage))
+
+    async def GenerateReasons(self, request, context):  # noqa: N802
+        """Reasons for one query, one LLM call."""
+        return await self._reasons(request)
+
+    async def GenerateReasonsBatch(self, request, context):  # noqa: N802
+        """Reasons for several queries; each query's failure is its own."""
+        if not 1 <= len(request.requests) <= 16:
+            raise InvalidInput("give 1..16 requests", [Violation("requests", f"got {len(request.requests)}")])
+        outcomes = []
+        for i, req in enumerate(request.requests):
+            try:
+                outcomes.append(pb.ReasonsOutcome(response=await self._reasons(req, f"requests[{i}].")))
+            except MeshError as err:
+                detail = "; ".join(f"{v.field}: {v.description}" for v in getattr(err, "violations", []))
+                outcomes.append(pb.ReasonsOutcome(error=f"{grpc_code_for(err).name}: {err.message}"
+                                                        + (f" ({detail})" if detail else "")))
+        return pb.GenerateReasonsBatchResponse(outcomes=outcomes)
+
+    async def Summarize(self, request, context):  # noqa: N802
+        """A summary within its deadline, or an explicit empty result."""
+        violations: list[Violation] = []
+        self._text("text", request.text, violations)
+        sentences = request.max_sentences or 3
+        if not 1 <= sentences <= 10:
+            violations.append(Violation("max_sentences", "must be 1..10"))
+        params = self._params(request.options, violations)
+        timeouts = self._timeouts(request.options, violations, total_default=self.s.summary_timeout_s)
+        if violations:
+            raise InvalidInput("invalid summarize request", violations)
+        result = await self.generator.complete(summary_messages(request.text, sentences), params, timeouts,
+                                               failover=False)
+        if isinstance(result, Failed):
+            return pb.SummarizeResponse(failed=True, failure_reason=f"{result.kind}: {result.message}",
+                                        usage=self.usage(result.usage))
+        return pb.SummarizeResponse(summary=result.text.strip(), usage=self.usage(result.usage))

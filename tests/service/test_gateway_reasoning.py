@@ -1,0 +1,179 @@
+"""Gateway LLM routes: recommendations (JSON, SSE), chat (SSE), summaries, session routing.
+
+Real embedding, retrieval and reasoning services on port 0 with the real llama.cpp server; scripted
+stand-in backends where routing or failure must be observed cheaply."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import pytest_asyncio
+from prometheus_client import CollectorRegistry
+
+from clients import AsyncEmbeddingClient, AsyncRetrievalClient
+from gateway.app import create_app
+from gateway.breaker import CircuitBreaker
+from gateway.cache import LocalLruCache
+from gateway.config import GatewaySettings
+from gateway.serving import Mesh
+from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.config import ReasoningSettings
+from services.reasoning.server import create_reasoning_service
+from services.retrieval.config import RetrievalSettings
+from services.retrieval.server import create_retrieval_service
+from tests.conftest import ChatStandIn
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DOCS = [
+    {"id": "r1", "text": "비 오는 날 읽기 좋은 잔잔한 장편소설", "payload": {"category": "소설"}},
+    {"id": "r2", "text": "장마철 우산과 방수 장화 세트", "payload": {"category": "잡화"}},
+    {"id": "r3", "text": "백엔드 개발자 면접 질문 모음", "payload": {"category": "IT"}},
+]
+SLOW = {"reasoning_first_token_s": 120.0, "reasoning_generation_s": 120.0, "reasoning_total_s": 240.0,
+        "reasoning_timeout_ms": 300000}
+
+
+async def start_reasoning(**kw):
+    svc = await create_reasoning_service(ReasoningSettings(port=0, **kw.pop("settings", {})),
+                                         registry=CollectorRegistry(), **kw)
+    await svc.mesh.start()
+    await svc.mesh.set_serving(True)
+    return svc
+
+
+def app_for(embedding_port: int, retrieval_port: int, reasoning_targets: str, **settings):
+    s = GatewaySettings(embedding_target=f"127.0.0.1:{embedding_port}", retrieval_target=f"127.0.0.1:{retrieval_port}",
+                        reasoning_targets=reasoning_targets, **settings)
+    mesh = Mesh(AsyncEmbeddingClient(s.embedding_target), AsyncRetrievalClient(s.retrieval_target),
+                LocalLruCache(100), CircuitBreaker(3, 5.0), s.embed_budget_share)
+    return create_app(s, mesh)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def catalog(embedding_service, tmp_path_factory):
+    settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("gw-r")),
+                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
+    svc = await create_retrieval_service(settings, registry=CollectorRegistry())
+    await svc.mesh.start()
+    await svc.warm_up()
+    app = app_for(embedding_service.port, svc.port, "127.0.0.1:1")
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+            assert (await http.post("/v1/collections", json={"name": "rec", "fields": {"category": "keyword"}}
+                                    )).status_code == 201
+            job = (await http.post("/v1/collections/rec/documents", json={"documents": DOCS})).json()
+            for _ in range(100):
+                if (await http.get(f"/v1/jobs/{job['id']}")).json()["state"] == "succeeded":
+                    break
+                await asyncio.sleep(0.1)
+    yield embedding_service.port, svc.port
+    await svc.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def real_gw(catalog, llm_server):
+    reasoning = await start_reasoning(settings={"backend_url": llm_server.base_url})
+    await reasoning.warm_up()
+    app = app_for(*catalog, f"127.0.0.1:{reasoning.port}", **SLOW)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw",
+                                     timeout=300) as http:
+            yield http
+    await reasoning.close()
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
+    r = await real_gw.post("/v1/recommendations", json={"collection": "rec", "query": "비 오는 날 선물", "top_k": 2})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["reasons_status"] == "ok" and len(out["cards"]) == 2
+    assert all(c["reason_short"] and c["reason_long"] for c in out["cards"])
+    assert out["usage"]["llm_calls"] == 1
+
+
+async def test_recommendations_stream_cards_first_then_reasons_then_done(real_gw):
+    r = await real_gw.post("/v1/recommendations:stream", json={"collection": "rec", "query": "장마 준비", "top_k": 2})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(r.text)
+    assert [e for e, _ in events] == ["cards", "reasons", "done"]
+    assert {x["id"] for x in events[1][1]["reasons"]} == {c["id"] for c in events[0][1]["cards"]}
+
+
+async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(real_gw):
+    body = {"session_id": "s-1", "message": "안녕하세요", "system": "당신은 친절한 도우미입니다.", "max_tokens": 4}
+    r = await real_gw.post("/v1/chat", json=body)
+    events = parse_sse(r.text)
+    assert events[-1][0] == "done" and {e for e, _ in events[:-1]} == {"delta"}
+    assert events[-1][1]["usage"]["completion_tokens"] == len(events) - 1
+    assert r.headers["X-Mesh-Reasoning-Instance"]
+
+    async def one(i: int) -> list[str]:
+        resp = await real_gw.post("/v1/chat", json={**body, "session_id": f"c-{i}", "message": f"{i} 더하기 1은?"})
+        assert resp.status_code == 200
+        return [e for e, _ in parse_sse(resp.text)]
+
+    results = await asyncio.gather(*[one(i) for i in range(16)])
+    assert all(kinds[-1] == "done" and "error" not in kinds for kinds in results), results
+
+
+async def test_summary(real_gw):
+    text = ("서울 도서관은 매주 월요일에 쉬고 오전 아홉 시에 문을 연다. 대출 기간은 이 주일이며 한 번 연장할 수 있다. "
+            "신간은 매달 첫째 주에 들어온다.")
+    r = await real_gw.post("/v1/summaries", json={"text": text, "max_sentences": 1},
+                           headers={"X-Request-Timeout-Ms": "60000"})
+    out = r.json()
+    assert r.status_code == 200 and "failed" in out and (out["summary"] or out["failed"])  # 5 s: may fail here
+    assert (out["summary"] == "") == out["failed"]
+
+
+async def test_bad_llm_requests_are_400(real_gw):
+    for path, body in [("/v1/chat", {"session_id": "x", "message": ""}),
+                       ("/v1/chat", {"session_id": "x", "message": "hi", "max_tokens": 0}),
+                       ("/v1/chat", {"message": "no session"}),
+                       ("/v1/recommendations", {"collection": "rec", "query": ""}),
+                       ("/v1/summaries", {"text": ""})]:
+        r = await real_gw.post(path, json=body)
+        assert r.status_code == 400, (path, body, r.text)
+        assert r.json()["error"]["fields"]
+    r = await real_gw.post("/v1/chat", json={"session_id": "x", "message": "이어서",
+                                             "history": [{"role": "user", "content": "가" * 3100}]})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "history"
+
+
+async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
+    standins = [ChatStandIn([{"chunks": ["네"]}]) for _ in range(3)]
+    services = [await start_reasoning(backends=[OpenAIBackend("s", s.url, "standin")],
+                                      settings={"instance_name": f"inst-{i}"}) for i, s in enumerate(standins)]
+    targets = ",".join(f"127.0.0.1:{svc.port}" for svc in services)
+    app = app_for(*catalog, targets)
+    try:
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+                seen: dict[str, set[str]] = {}
+                for turn in range(4):
+                    for session in ("alpha", "beta", "gamma", "delta", "omega", "sigma"):
+                        r = await http.post("/v1/chat", json={"session_id": session, "message": f"{turn}번째"})
+                        assert parse_sse(r.text)[-1][0] == "done"
+                        seen.setdefault(session, set()).add(r.headers["X-Mesh-Reasoning-Instance"])
+                assert all(len(v) == 1 for v in seen.values()), seen
+                assert len(set().union(*seen.values())) >= 2  # sessions spread over instances
+                # The stand-ins answer "네", which is not reasons JSON: cards come back without reasons.
+                r = await http.post("/v1/recommendations", json={"collection": "rec", "query": "비 오는 날"})
+                assert r.status_code == 200 and r.json()["reasons_status"] == "failed"
+                assert r.json()["cards"] and r.json()["reasons_error"].startswith("ABORTED")
+    finally:
+        for svc in services:
+            await svc.close()
+        for s in standins:
+            s.close()

@@ -1,0 +1,272 @@
+"""Reasoning service on port 0: against the real llama.cpp server (stream shape, usage, reasons,
+cancellation) and against scripted stand-ins where a failure must be injected (stalls, broken
+streams, schema-breaking answers). Assertions are on structure, never on wording."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from mesh.reasoning.v1 import reasoning_pb2 as pb
+from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
+from prometheus_client import CollectorRegistry
+
+from services.reasoning.backends.base import INFLIGHT
+from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.config import ReasoningSettings
+from services.reasoning.server import create_reasoning_service
+from tests.conftest import ChatStandIn
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+SLOW = pb.Options(timeouts=pb.Timeouts(first_token_s=120, generation_s=120, total_s=240))
+ITEMS = [pb.Item(id="b1", title="빗소리 도서관", description="장편소설, 잔잔한 성장 이야기"),
+         pb.Item(id="b2", title="우산을 쓴 고양이", description="그림책")]
+
+
+async def start(backends=None, **overrides):
+    settings = ReasoningSettings(port=0, metrics_port=-1, **overrides)
+    svc = await create_reasoning_service(settings, backends=backends, registry=CollectorRegistry())
+    await svc.mesh.start()
+    await svc.mesh.set_serving(True)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}")
+    return svc, channel, pb_grpc.ReasoningServiceStub(channel)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def real(llm_server):
+    svc, channel, stub = await start(backend_url=llm_server.base_url)
+    await svc.warm_up()
+    yield stub
+    await channel.close()
+    await svc.close()
+
+
+async def collect(call) -> list:
+    return [event async for event in call]
+
+
+def fields(err: grpc.aio.AioRpcError) -> list[str]:
+    out = []
+    for detail in rpc_status.from_call(err).details:
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            out += [v.field for v in bad.field_violations]
+    return out
+
+
+async def test_generate_streams_deltas_then_exactly_one_done_with_usage(real):
+    opts = pb.Options(max_tokens=12, temperature=0.0, timeouts=SLOW.timeouts)
+    events = await collect(real.Generate(pb.GenerateRequest(prompt="한국의 수도는 어디인가요?", options=opts)))
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[-1] == "done" and kinds.count("done") == 1 and "error" not in kinds
+    assert set(kinds[:-1]) == {"delta"} and len(kinds) >= 2
+    usage = events[-1].done.usage
+    assert usage.completion_tokens == len(kinds) - 1 <= 12
+    assert usage.ttft_ns > 0 and usage.total_ns >= usage.ttft_ns and usage.prompt_tokens > 0
+    assert usage.backend == "local" and usage.model and usage.instance and usage.llm_calls == 1
+    assert usage.cost_usd == 0.0  # a local model is not in the price table
+    if usage.completion_tokens == 12:
+        assert events[-1].done.finish_reason == pb.FINISH_REASON_LENGTH
+
+
+async def test_generate_with_a_json_schema_returns_valid_json(real):
+    schema = {"type": "object", "required": ["city"], "additionalProperties": False,
+              "properties": {"city": {"type": "string", "maxLength": 20}}}
+    opts = pb.Options(max_tokens=40, temperature=0.0, json_schema=json.dumps(schema), timeouts=SLOW.timeouts)
+    events = await collect(real.Generate(pb.GenerateRequest(prompt="한국의 수도를 JSON으로 답하세요.", options=opts)))
+    assert events[-1].WhichOneof("event") == "done", events[-1]
+    data = json.loads("".join(e.delta for e in events[:-1]))
+    assert set(data) == {"city"} and isinstance(data["city"], str)
+
+
+async def test_reasons_for_all_items_in_one_call(real):
+    resp = await real.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날 읽기 좋은 책", items=ITEMS,
+                                                                options=SLOW), timeout=300)
+    assert [r.item_id for r in resp.reasons] == ["b1", "b2"]
+    assert all(r.short.strip() and r.long.strip() and len(r.short) <= 80 for r in resp.reasons)
+    assert resp.usage.llm_calls == 1
+
+
+async def test_cancelled_caller_cancels_the_backend_request(real):
+    call = real.Generate(pb.GenerateRequest(prompt="한국의 사계절을 아주 길게 설명해 주세요.",
+                                            options=pb.Options(max_tokens=400, timeouts=SLOW.timeouts)))
+    async for event in call:
+        assert event.WhichOneof("event") == "delta"
+        break
+    assert INFLIGHT.labels("local")._value.get() == 1
+    call.cancel()
+    for _ in range(100):
+        if INFLIGHT.labels("local")._value.get() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert INFLIGHT.labels("local")._value.get() == 0
+    # The server stopped too: a short call right after is not stuck behind ~400 tokens (~40 s here).
+    start = time.monotonic()
+    events = await collect(real.Generate(pb.GenerateRequest(prompt="안녕", options=pb.Options(
+        max_tokens=2, timeouts=SLOW.timeouts))))
+    assert events[-1].WhichOneof("event") == "done" and time.monotonic() - start < 20
+
+
+async def test_bad_input_is_invalid_argument_with_fields(real):
+    cases = [
+        (real.Generate(pb.GenerateRequest(prompt=" ")), ["prompt"]),
+        (real.Generate(pb.GenerateRequest(prompt="hi", options=pb.Options(max_tokens=5000))), ["options.max_tokens"]),
+        (real.Generate(pb.GenerateRequest(prompt="hi", options=pb.Options(temperature=3))), ["options.temperature"]),
+        (real.Generate(pb.GenerateRequest(prompt="hi", options=pb.Options(json_schema="{not json"))),
+         ["options.json_schema"]),
+        (real.Generate(pb.GenerateRequest(prompt="hi", options=pb.Options(json_schema='{"type": "nope"}'))),
+         ["options.json_schema"]),
+        (real.Chat(pb.ChatRequest(message="")), ["message"]),
+        (real.Chat(pb.ChatRequest(message="다음", history=[pb.Message(role=pb.ROLE_USER, content="가" * 3100)])),
+         ["history"]),
+        (real.Chat(pb.ChatRequest(message="다음", history=[pb.Message(content="역할 없음")])), ["history[0].role"]),
+    ]
+    for call, expected in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await collect(call)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert fields(info.value) == expected
+    for request, expected in [
+        (pb.GenerateReasonsRequest(query="q", items=[]), ["items"]),
+        (pb.GenerateReasonsRequest(query="q", items=[ITEMS[0], ITEMS[0]]), ["items[1].id"]),
+        (pb.GenerateReasonsRequest(query=" ", items=ITEMS[:1]), ["query"]),
+    ]:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await real.GenerateReasons(request)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fields(info.value) == expected
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await real.Summarize(pb.SummarizeRequest(text=""))
+    assert fields(info.value) == ["text"]
+
+
+# -- injected failures (stand-ins) ---------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def standins():
+    made: list[ChatStandIn] = []
+    services = []
+
+    async def make(*scripts: list[dict], **overrides):
+        ins = [ChatStandIn(s) for s in scripts]
+        made.extend(ins)
+        backends = [OpenAIBackend(f"s{i}", s.url, "standin") for i, s in enumerate(ins)]
+        svc, channel, stub = await start(backends, **overrides)
+        services.append((svc, channel))
+        return stub, ins
+
+    yield make
+    for svc, channel in services:
+        await channel.close()
+        await svc.close()
+    for s in made:
+        s.close()
+
+
+async def test_first_token_timeout(standins):
+    stub, (s,) = await standins([{"first_delay_s": 2.0, "chunks": ["늦음"]}])
+    opts = pb.Options(timeouts=pb.Timeouts(first_token_s=0.3, total_s=5))
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi", options=opts)))
+    assert [e.WhichOneof("event") for e in events] == ["error"]
+    assert events[0].error.kind == pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT
+
+
+async def test_generation_timeout_after_the_first_token_never_looks_complete(standins):
+    stub, (s,) = await standins([{"chunks": ["하나", "둘", "셋"], "stall_after": 1}])
+    opts = pb.Options(timeouts=pb.Timeouts(first_token_s=2, generation_s=0.5, total_s=5))
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi", options=opts)))
+    assert [e.WhichOneof("event") for e in events] == ["delta", "error"]
+    assert events[1].error.kind == pb.ERROR_KIND_GENERATION_TIMEOUT and events[1].error.completion_tokens == 1
+    await asyncio.sleep(0.3)
+    assert s.closed_early == 1  # the stalled backend request was cancelled, not left open
+
+
+async def test_total_timeout(standins):
+    stub, _ = await standins([{"chunks": ["하나", "둘"], "stall_after": 1}])
+    opts = pb.Options(timeouts=pb.Timeouts(first_token_s=2, generation_s=10, total_s=0.8))
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi", options=opts)))
+    assert events[-1].error.kind == pb.ERROR_KIND_TOTAL_TIMEOUT
+
+
+async def test_failover_before_the_first_token_but_not_after(standins):
+    dead = [{"status": 503}]
+    ok = [{"chunks": ["대체", " 답"]}]
+    stub, (s0, s1) = await standins(dead, ok)
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi")))
+    assert events[-1].WhichOneof("event") == "done"
+    assert "".join(e.delta for e in events[:-1]) == "대체 답"
+    assert list(events[-1].done.usage.failed_over) == ["s0"] and events[-1].done.usage.backend == "s1"
+    assert events[-1].done.usage.completion_tokens == 2 and not events[-1].done.usage.estimated
+
+    stub, (b0, b1) = await standins([{"chunks": ["반쯤", "끊김"], "break_after": 1}], ok)
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi")))
+    assert [e.WhichOneof("event") for e in events] == ["delta", "error"]
+    assert events[1].error.kind == pb.ERROR_KIND_BACKEND_FAILED
+    assert len(b1.requests) == 0  # no failover once text was streamed
+
+
+async def test_every_backend_down_is_a_typed_error(standins):
+    stub, _ = await standins([{"status": 500}], [{"status": 502}])
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi")))
+    assert [e.WhichOneof("event") for e in events] == ["error"]
+    assert events[0].error.kind == pb.ERROR_KIND_BACKEND_FAILED
+
+
+async def test_reasons_retry_once_on_a_schema_violation_then_fail_typed(standins):
+    good = json.dumps({"reasons": [{"id": "b1", "short": "짧은 이유", "long": "긴 이유입니다. 두 문장."},
+                                   {"id": "b2", "short": "짧다", "long": "길다. 정말로."}]}, ensure_ascii=False)
+    stub, (s,) = await standins([{"chunks": ['{"reasons": [']}, {"chunks": [good[:20], good[20:]]}])
+    resp = await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
+    assert resp.usage.llm_calls == 2 and [r.item_id for r in resp.reasons] == ["b1", "b2"]
+    assert s.requests[1]["temperature"] == 0.0
+    assert s.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["reasons"]["minItems"] == 2
+
+    wrong_ids = json.dumps({"reasons": [{"id": "b1", "short": "a", "long": "b"}, {"id": "b1", "short": "a",
+                                                                                   "long": "b"}]})
+    stub, (s,) = await standins([{"chunks": [wrong_ids]}])
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
+    assert info.value.code() == grpc.StatusCode.ABORTED and len(s.requests) == 2
+
+
+async def test_batch_isolates_each_query(standins):
+    good = json.dumps({"reasons": [{"id": "x", "short": "s", "long": "l"}]})
+    stub, _ = await standins([{"chunks": [good]}])
+    resp = await stub.GenerateReasonsBatch(pb.GenerateReasonsBatchRequest(requests=[
+        pb.GenerateReasonsRequest(query="첫째", items=[pb.Item(id="x", title="t")]),
+        pb.GenerateReasonsRequest(query="둘째", items=[]),
+        pb.GenerateReasonsRequest(query="셋째", items=[pb.Item(id="x", title="t")])]))
+    kinds = [o.WhichOneof("outcome") for o in resp.outcomes]
+    assert kinds == ["response", "error", "response"] and "INVALID_ARGUMENT" in resp.outcomes[1].error
+
+
+async def test_summary_times_out_to_an_explicit_empty_result_without_retry(standins):
+    stub, (s0, s1) = await standins([{"first_delay_s": 3, "chunks": ["늦은 요약"]}], [{"chunks": ["대체"]}],
+                                    summary_timeout_s=0.5)
+    start = time.monotonic()
+    resp = await stub.Summarize(pb.SummarizeRequest(text="긴 글입니다. " * 20))
+    assert resp.failed and resp.summary == "" and "timeout" in resp.failure_reason
+    assert time.monotonic() - start < 2.0
+    assert len(s0.requests) == 1 and len(s1.requests) == 0  # no retry, no failover
+
+
+async def test_chat_prompt_is_system_then_history_then_turn(standins):
+    stub, (s,) = await standins([{"chunks": ["네"]}])
+    history = [pb.Message(role=pb.ROLE_USER, content="첫 질문"), pb.Message(role=pb.ROLE_ASSISTANT, content="첫 답")]
+    await collect(stub.Chat(pb.ChatRequest(system="도우미", history=history, message="두번째 질문",
+                                           session_id="s-1")))
+    assert s.requests[0]["messages"] == [
+        {"role": "system", "content": "도우미"}, {"role": "user", "content": "첫 질문"},
+        {"role": "assistant", "content": "첫 답"}, {"role": "user", "content": "두번째 질문"}]
+
+
+async def test_prices_make_cost(standins):
+    stub, _ = await standins([{"chunks": ["가", "나"]}], prices_json='{"standin": [1000000, 2000000]}')
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi")))
+    assert events[-1].done.usage.cost_usd == pytest.approx(11 * 1.0 + 2 * 2.0)
