@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 
 from clients.errors import MeshClientError
 from clients.reasoning import AsyncReasoningClient
@@ -266,13 +267,23 @@ async def chat(body: ChatRequest, request: Request):
     hold = reasoning.ring.hold(body.session_id)
     target = hold.__enter__()
     stream = reasoning.clients[target].chat(req, timeout_s=dl.check())
+    released = False
+
+    async def release() -> None:
+        """Close the stream and free the ring slot, once (also runs if the body never starts)."""
+        nonlocal released
+        if not released:
+            released = True
+            await stream.aclose()  # type: ignore[attr-defined]
+            hold.__exit__(None, None, None)
+
     try:
         first = await anext(stream)  # bad input and unreachable services are plain HTTP errors
     except MeshClientError as err:
-        hold.__exit__(None, None, None)
+        await release()
         raise from_client_error(err) from None
     except StopAsyncIteration:
-        hold.__exit__(None, None, None)
+        await release()
         raise ApiError(503, "unavailable", "the reasoning stream ended without an event", retryable=True) from None
 
     async def events() -> AsyncIterator[bytes]:
@@ -302,10 +313,9 @@ async def chat(body: ChatRequest, request: Request):
                     yield sse("error", error_data(from_client_error(err)))
                     return
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-            hold.__exit__(None, None, None)
+            await release()
 
-    return StreamingResponse(events(), media_type="text/event-stream",
+    return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(release),
                              headers={"Cache-Control": "no-cache", "X-Mesh-Reasoning-Instance": target})
 
 

@@ -65,7 +65,10 @@ def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096
     log = log_path.open("wb")
     proc = subprocess.Popen([str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", model,
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-                             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "False"],
+                             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "False",
+                             # Queue concurrent requests instead of cutting the running one short (the
+                             # default stops a stream, with no finish reason, when another request arrives).
+                             "--interrupt_requests", "False"],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

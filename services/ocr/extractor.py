@@ -11,7 +11,7 @@ from PIL import Image
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
 from services.ocr.engine import Line, Recognition, TesseractPool
-from services.ocr.imaging import Limits, Preprocess, load_pages, preprocess
+from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, preprocess
 from services.ocr.vlm import VisionReader
 
 
@@ -95,6 +95,11 @@ class Extractor:
         """Validate and decode one upload into page images (off the event loop)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._threads, load_pages, data, self.limits, field, max_pages, hint)
+
+    async def count(self, data: bytes, field: str) -> int:
+        """Validate one upload and count its pages (PDF pages are not rendered)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, count_pages, data, self.limits, field)
 
     async def read_page(self, index: int, image: Image.Image, options: ExtractOptions,
                         decode_ns: int = 0) -> PageResult:

@@ -63,17 +63,24 @@ def decode_image(data: bytes, limits: Limits, field: str = "content") -> Image.I
     return ImageOps.exif_transpose(img) or img
 
 
-def render_pdf(data: bytes, limits: Limits, field: str = "content", max_pages: int | None = None,
-               hint: str = "") -> list[Image.Image]:
-    """PDF bytes -> one image per page (``limits.pdf_dpi``), refusing over ``limits.max_pages``."""
+def _open_pdf(data: bytes, limits: Limits, field: str):
+    """A pypdfium2 document, or InvalidInput for oversized or unreadable bytes."""
     import pypdfium2 as pdfium
 
     if len(data) > limits.max_bytes:
         raise _bad(field, f"{len(data)} bytes is over the limit of {limits.max_bytes}")
     try:
-        pdf = pdfium.PdfDocument(data)
+        return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as err:
         raise _bad(field, f"unreadable PDF ({err})") from None
+
+
+def render_pdf(data: bytes, limits: Limits, field: str = "content", max_pages: int | None = None,
+               hint: str = "") -> list[Image.Image]:
+    """PDF bytes -> one image per page (``limits.pdf_dpi``), refusing over ``limits.max_pages``."""
+    import pypdfium2 as pdfium
+
+    pdf = _open_pdf(data, limits, field)
     try:
         n = len(pdf)
         if n == 0:
@@ -107,6 +114,23 @@ def load_pages(data: bytes, limits: Limits, field: str = "content", max_pages: i
     if is_pdf(data):
         return render_pdf(data, limits, field, max_pages, hint)
     return [decode_image(data, limits, field)]
+
+
+def count_pages(data: bytes, limits: Limits, field: str = "content") -> int:
+    """Validate one upload and count its pages without rendering PDF pages (job submission)."""
+    if not data:
+        raise _bad(field, "empty: zero bytes")
+    if not is_pdf(data):
+        decode_image(data, limits, field)
+        return 1
+    pdf = _open_pdf(data, limits, field)
+    try:
+        n = len(pdf)
+    finally:
+        pdf.close()
+    if n == 0:
+        raise _bad(field, "PDF has no pages")
+    return n
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ class JobStore:
             self.extractor.check_languages(options.languages)
         pages = 0
         for i, data in enumerate(contents):
-            pages += len(await self.extractor.decode(data, f"contents[{i}]"))
+            pages += await self.extractor.count(data, f"contents[{i}]")
             if pages > self.max_pages:
                 raise InvalidInput(f"over {self.max_pages} pages",
                                    [Violation("contents", f"at most {self.max_pages} pages")])

@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
+from bench.standin import ChatStandIn
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from gateway.app import create_app
 from gateway.breaker import CircuitBreaker
@@ -24,7 +25,6 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
-from tests.conftest import ChatStandIn
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DOCS = [
@@ -118,13 +118,16 @@ async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(r
     assert events[-1][1]["usage"]["completion_tokens"] == len(events) - 1
     assert r.headers["X-Mesh-Reasoning-Instance"]
 
-    async def one(i: int) -> list[str]:
+    async def one(i: int) -> list[tuple[str, dict]]:
         resp = await real_gw.post("/v1/chat", json={**body, "session_id": f"c-{i}", "message": f"{i} 더하기 1은?"})
         assert resp.status_code == 200
-        return [e for e, _ in parse_sse(resp.text)]
+        return parse_sse(resp.text)
 
     results = await asyncio.gather(*[one(i) for i in range(16)])
-    assert all(kinds[-1] == "done" and "error" not in kinds for kinds in results), results
+    for events in results:  # every stream complete: text, then done with matching accounting
+        kinds = [e for e, _ in events]
+        assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"}, kinds
+        assert events[-1][1]["usage"]["completion_tokens"] == len(kinds) - 1
 
 
 async def test_summary(real_gw):

@@ -17,11 +17,11 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 from prometheus_client import CollectorRegistry
 
+from bench.standin import ChatStandIn
 from services.reasoning.backends.base import INFLIGHT
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
-from tests.conftest import ChatStandIn
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = pb.Options(timeouts=pb.Timeouts(first_token_s=120, generation_s=120, total_s=240))
@@ -209,6 +209,13 @@ async def test_failover_before_the_first_token_but_not_after(standins):
     assert [e.WhichOneof("event") for e in events] == ["delta", "error"]
     assert events[1].error.kind == pb.ERROR_KIND_BACKEND_FAILED
     assert len(b1.requests) == 0  # no failover once text was streamed
+
+
+async def test_a_stream_cut_short_without_a_finish_reason_is_an_error(standins):
+    stub, _ = await standins([{"chunks": ["잘린"], "no_finish": True}])
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi")))
+    assert [e.WhichOneof("event") for e in events] == ["delta", "error"]
+    assert "finish reason" in events[-1].error.message
 
 
 async def test_every_backend_down_is_a_typed_error(standins):

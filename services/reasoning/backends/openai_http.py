@@ -53,6 +53,7 @@ class OpenAIBackend(LlmBackend):
                     detail = (await resp.aread())[:300].decode("utf-8", "replace")
                     raise BackendError(f"{self.name}: HTTP {resp.status_code}: {detail}")
                 finished = False
+                finish_reason = None
                 async for line in resp.aiter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -74,10 +75,13 @@ class OpenAIBackend(LlmBackend):
                     for choice in event.get("choices") or []:
                         chunk.text += (choice.get("delta") or {}).get("content") or ""
                         chunk.finish_reason = choice.get("finish_reason") or chunk.finish_reason
+                    finish_reason = chunk.finish_reason or finish_reason
                     if chunk.text or chunk.finish_reason or usage:
                         yield chunk
                 if not finished:
                     raise BackendError(f"{self.name}: stream ended without [DONE]")
+                if finish_reason is None:  # e.g. a server that cut this stream short for another request
+                    raise BackendError(f"{self.name}: stream ended without a finish reason (interrupted)")
         except httpx.HTTPError as err:
             raise BackendError(f"{self.name}: {type(err).__name__}: {err}") from None
         finally:
