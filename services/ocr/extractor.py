@@ -8,11 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from PIL import Image
+from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
 from services.ocr.engine import Line, Recognition, TesseractPool
 from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, preprocess
 from services.ocr.vlm import VisionReader
+
+PAGES = Counter("mesh_ocr_pages", "pages read, by the engine whose text was returned", ["engine"])
+FALLBACKS = Counter("mesh_ocr_fallback", "pages Tesseract failed on, by reason and what followed",
+                    ["reason", "outcome"])
+PAGE_SECONDS = Histogram("mesh_ocr_page_seconds", "time per page (preprocess + OCR + VLM)",
+                         buckets=(0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8))
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,12 @@ class Extractor:
                         page.text, page.engine = text, "vlm"
                         page.lines = [Line(t, 0.0, (0, 0, 0, 0)) for t in text.splitlines() if t.strip()]
                     vlm_ns = time.perf_counter_ns() - t
+            if page.fallback_reason:
+                outcome = "vlm" if page.engine == "vlm" else ("disabled" if page.fallback_error.startswith(
+                    ("vlm_disabled", "fallback disabled")) else "vlm_failed")
+                FALLBACKS.labels(page.fallback_reason, outcome).inc()
+            PAGES.labels(page.engine).inc()
+            PAGE_SECONDS.observe((time.perf_counter_ns() - start) / 1e9)
             page.timings = {"decode_ns": decode_ns, "preprocess_ns": prep_ns, "ocr_ns": ocr_ns, "vlm_ns": vlm_ns,
                             "total_ns": decode_ns + time.perf_counter_ns() - start}
             return page
