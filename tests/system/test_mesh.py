@@ -1,4 +1,9 @@
-"""The whole mesh as processes, driven over REST: embedding killed mid-stream, Redis killed."""
+"""The whole mesh as processes, driven over REST: embedding killed mid-stream, Redis killed, fuzzing.
+
+The reasoning process talks to a scripted stand-in backend (bench/standin.py) here: schemathesis
+sends hundreds of chat requests, which the real local LLM (seconds each on two cores) cannot serve
+in a test; the real LLM server is exercised in tests/service/test_reasoning.py and the benches.
+"""
 
 import os
 import re
@@ -12,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.standin import ChatStandIn
 from scripts.processes import start_process, stop_process
 
 pytestmark = pytest.mark.slow
@@ -42,8 +48,13 @@ def mesh(tmp_path):
     procs["embedding"], _ = start("services.embedding", "--port", str(emb_port), "--intra-op-threads", "1")
     procs["retrieval"], ret_port = start("services.retrieval", "--port", "0", "--qdrant-location",
                                          str(tmp_path / "q"), "--embedding-target", f"127.0.0.1:{emb_port}")
+    procs["ocr"], ocr_port = start("services.ocr", "--port", "0", "--engines", "1", "--redis-url",
+                                   f"redis://127.0.0.1:{redis_port}/1")
+    standin = ChatStandIn([{"chunks": ["네", ", ", "알겠습니다"]}])
+    procs["reasoning"], rsn_port = start("services.reasoning", "--port", "0", "--backend-url", standin.url)
     env_args = ["--port", "0", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                 f"127.0.0.1:{ret_port}", "--redis-url", f"redis://127.0.0.1:{redis_port}/0",
+                "--ocr-target", f"127.0.0.1:{ocr_port}", "--reasoning-targets", f"127.0.0.1:{rsn_port}",
                 "--breaker-failures", "2", "--breaker-reset-s", "1", "--default-timeout-ms", "3000"]
     procs["gateway"], gw_port = start("gateway", *env_args)
     base = f"http://127.0.0.1:{gw_port}"
@@ -59,6 +70,7 @@ def mesh(tmp_path):
     yield {"base": base, "procs": procs, "emb_port": emb_port}
     for p in procs.values():
         stop(p)
+    standin.close()
 
 
 def test_killing_embedding_keeps_search_answering_then_hybrid_returns(mesh):
