@@ -39,3 +39,36 @@ def test_sigterm_mid_stream_finishes_the_stream_then_exits(llm_server):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_client_leaving_an_sse_chat_cancels_the_backend_request_through_the_mesh():
+    """HTTP client -> gateway -> gRPC -> reasoning -> backend HTTP: closing the SSE stream at the
+    front reaches the backend (a stand-in that would otherwise stream for 30 s sees the close)."""
+    import time
+
+    import httpx
+
+    from bench.standin import ChatStandIn
+    from scripts.processes import stop_process
+
+    # The first request is the reasoning process's warm-up; the second is the chat that stalls.
+    standin = ChatStandIn([{"chunks": ["준비"]}, {"chunks": ["첫", "둘"], "stall_after": 1}])
+    procs = []
+    try:
+        rs, rs_port = start_process("services.reasoning", "--port", "0", "--backend-url", standin.url)
+        procs.append(rs)
+        gw, gw_port = start_process("gateway", "--port", "0", "--reasoning-targets", f"127.0.0.1:{rs_port}",
+                                    "--reasoning-generation-s", "60", "--reasoning-total-s", "60")
+        procs.append(gw)
+        with httpx.stream("POST", f"http://127.0.0.1:{gw_port}/v1/chat", timeout=30,
+                          json={"session_id": "leave", "message": "길게 말해 주세요"}) as resp:
+            lines = resp.iter_lines()
+            assert next(lines) == "event: delta"
+        deadline = time.monotonic() + 10
+        while standin.closed_early == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert standin.closed_early == 1
+    finally:
+        for p in procs:
+            stop_process(p)
+        standin.close()
