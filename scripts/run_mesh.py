@@ -31,8 +31,8 @@ SERVICES = [
 ]
 REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
 LLM_PORT = 8081
-# A 1.5B model on two CPU cores needs ~10 s before the first token of a reasons prompt (see
-# bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo accordingly.
+# A 1.5B model on two CPU cores writes ~10 tokens/s and a 5-item reasons call takes about a minute
+# (bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo accordingly.
 GATEWAY_LLM_FLAGS = ["--reasoning-first-token-s", "60", "--reasoning-generation-s", "120",
                      "--reasoning-total-s", "180", "--reasoning-timeout-ms", "200000"]
 SAMPLE = ROOT / "gateway" / "sample_catalog.json"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from infra.llm.fetch import DEFAULT_MODEL, model_path
+from scripts.processes import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,13 +43,7 @@ class LlmServer:
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """SIGTERM, then SIGKILL."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout_s)  # type: ignore[arg-type]
 
 
 def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096, threads: int = 2,

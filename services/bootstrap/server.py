@@ -12,6 +12,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -132,3 +133,33 @@ async def serve(
     await mesh.stop(settings.grace_period_s)
     await close()
     log.info("stopped")
+
+
+def run_service(
+    settings_cls: type[ServiceSettings],
+    name: str,
+    create: Callable[..., Awaitable[Any]],
+    release: Callable[[Any], Awaitable[None]],
+) -> None:
+    """The body of every ``python -m services.<name>``: CLI -> settings -> logging -> tracing -> serve.
+
+    ``create(settings, tracer_provider=...)`` returns a service object with ``mesh`` and ``warm_up``;
+    ``release(service)`` frees its engines after the server stopped.
+    """
+    from services.bootstrap.settings import settings_from_cli
+    from services.bootstrap.telemetry import make_tracer_provider
+
+    settings = settings_from_cli(settings_cls, f"python -m services.{name}")
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    provider = make_tracer_provider(f"mesh-{name}", settings.trace_exporter)
+
+    async def build():
+        service = await create(settings, tracer_provider=provider)
+
+        async def close() -> None:
+            await release(service)
+            provider.shutdown()
+
+        return service.mesh, service.warm_up, close
+
+    asyncio.run(serve(settings, build))

@@ -90,14 +90,22 @@ class GeminiVisionReader(VisionReader):
         self.model = model
         self._client = genai.Client(api_key=api_key)
 
-    async def read(self, image: Image.Image, timeout_s: float) -> str:
-        """Transcribe via Gemini."""
-        from google.genai import errors, types
+    @staticmethod
+    def request(image: Image.Image, timeout_s: float):
+        """(contents, config) of one transcription call, built with the SDK's types."""
+        from google.genai import types
 
         contents = types.Content(role="user", parts=[
             types.Part.from_bytes(data=png_bytes(image), mime_type="image/png"), types.Part.from_text(text=PROMPT)])
         config = types.GenerateContentConfig(temperature=0, http_options=types.HttpOptions(
             timeout=int(timeout_s * 1000)))
+        return contents, config
+
+    async def read(self, image: Image.Image, timeout_s: float) -> str:
+        """Transcribe via Gemini."""
+        from google.genai import errors
+
+        contents, config = self.request(image, timeout_s)
         try:
             resp = await self._client.aio.models.generate_content(model=self.model, contents=contents, config=config)
         except (errors.APIError, httpx.HTTPError, OSError) as err:

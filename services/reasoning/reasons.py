@@ -18,6 +18,8 @@ from services.reasoning.generation import Failed, Generator, Timeouts, Usage
 from services.reasoning.prompts import reasons_messages, reasons_schema
 
 MAX_ITEMS = 20
+MAX_TITLE_CHARS = 500
+MAX_DESCRIPTION_CHARS = 2000
 TOKENS_PER_ITEM = 160
 
 
@@ -55,6 +57,11 @@ def validate_request(query: str, items: list[ItemIn], field: str = "") -> None:
         seen.add(item.id)
         if not item.title.strip():
             violations.append(Violation(f"{field}items[{i}].title", "empty"))
+        elif len(item.title) > MAX_TITLE_CHARS:
+            violations.append(Violation(f"{field}items[{i}].title", f"over {MAX_TITLE_CHARS} characters"))
+        if len(item.description) > MAX_DESCRIPTION_CHARS:
+            violations.append(Violation(f"{field}items[{i}].description",
+                                        f"over {MAX_DESCRIPTION_CHARS} characters"))
     if violations:
         raise InvalidInput("invalid reasons request", violations)
 

@@ -33,7 +33,7 @@ DOCS = [
     {"id": "r3", "text": "백엔드 개발자 면접 질문 모음", "payload": {"category": "IT"}},
 ]
 SLOW = {"reasoning_first_token_s": 120.0, "reasoning_generation_s": 120.0, "reasoning_total_s": 240.0,
-        "reasoning_timeout_ms": 300000}
+        "reasoning_timeout_ms": 300000, "summary_timeout_s": 120.0}
 
 
 async def start_reasoning(**kw):
@@ -133,11 +133,13 @@ async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(r
 async def test_summary(real_gw):
     text = ("서울 도서관은 매주 월요일에 쉬고 오전 아홉 시에 문을 연다. 대출 기간은 이 주일이며 한 번 연장할 수 있다. "
             "신간은 매달 첫째 주에 들어온다.")
+    # The summary deadline is raised for this slow CPU (the 5 s default times out here; its failure
+    # path is tested against a stalled stand-in in test_reasoning.py).
     r = await real_gw.post("/v1/summaries", json={"text": text, "max_sentences": 1},
-                           headers={"X-Request-Timeout-Ms": "60000"})
+                           headers={"X-Request-Timeout-Ms": "150000"})
     out = r.json()
-    assert r.status_code == 200 and "failed" in out and (out["summary"] or out["failed"])  # 5 s: may fail here
-    assert (out["summary"] == "") == out["failed"]
+    assert r.status_code == 200 and not out["failed"] and out["summary"].strip(), out
+    assert out["usage"]["llm_calls"] == 1 and out["usage"]["completion_tokens"] > 0
 
 
 async def test_bad_llm_requests_are_400(real_gw):

@@ -136,6 +136,8 @@ async def test_bad_input_is_invalid_argument_with_fields(real):
         (pb.GenerateReasonsRequest(query="q", items=[]), ["items"]),
         (pb.GenerateReasonsRequest(query="q", items=[ITEMS[0], ITEMS[0]]), ["items[1].id"]),
         (pb.GenerateReasonsRequest(query=" ", items=ITEMS[:1]), ["query"]),
+        (pb.GenerateReasonsRequest(query="q", items=[pb.Item(id="x", title="가" * 501, description="나" * 2001)]),
+         ["items[0].title", "items[0].description"]),
     ]:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await real.GenerateReasons(request)

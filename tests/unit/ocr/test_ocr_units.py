@@ -73,3 +73,16 @@ def test_vlm_reader_is_off_unless_configured():
     assert make_reader("gemini", "", "gemini-2.5-flash", "") is None
     assert isinstance(make_reader("openai", "http://127.0.0.1:1/v1", "m", ""), OpenAIVisionReader)
     assert isinstance(make_reader("gemini", "", "gemini-2.5-flash", "k"), GeminiVisionReader)  # no call made
+
+
+def test_gemini_vision_request_carries_the_image_and_the_prompt():
+    import io
+
+    from services.ocr.vlm import PROMPT, GeminiVisionReader
+
+    image = Image.new("L", (40, 20), 255)
+    contents, config = GeminiVisionReader.request(image, 7.5)
+    blob, text = contents.parts
+    assert blob.inline_data.mime_type == "image/png"
+    assert Image.open(io.BytesIO(blob.inline_data.data)).size == (40, 20)
+    assert text.text == PROMPT and config.temperature == 0 and config.http_options.timeout == 7500
