@@ -12,11 +12,11 @@ from __future__ import annotations
 class _LoopbackServer:
     """A threaded HTTP server on a free loopback port serving ``handler``."""
 
-    def _serve(self, handler) -> None:
+    def _serve(self, handler, port: int = 0) -> None:
         import http.server
         import threading
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -42,7 +42,7 @@ class ChatStandIn(_LoopbackServer):
     (how a server that interrupts a stream for another request ends it).
     """
 
-    def __init__(self, script: list[dict]) -> None:
+    def __init__(self, script: list[dict], port: int = 0) -> None:
         import http.server
 
         self.script = script
@@ -55,6 +55,20 @@ class ChatStandIn(_LoopbackServer):
 
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):  # noqa: N802 - GET /v1/models, as every OpenAI-compatible server answers
+                import json
+
+                if not self.path.rstrip("/").endswith("/models"):
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                body = json.dumps({"object": "list", "data": [{"id": "standin", "object": "model"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def do_POST(self):  # noqa: N802
                 import json
@@ -92,7 +106,7 @@ class ChatStandIn(_LoopbackServer):
                 except (BrokenPipeError, ConnectionResetError):
                     standin.closed_early += 1
 
-        self._serve(Handler)
+        self._serve(Handler, port)
 
 
 class VisionStandIn(_LoopbackServer):

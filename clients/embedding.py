@@ -12,6 +12,7 @@ from mesh.embedding.v1 import embedding_pb2 as pb
 from mesh.embedding.v1 import embedding_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.health import HealthCheck
 from clients.retry import retry_options
 
 # Every EmbeddingService RPC is a pure function of its input: all may be retried.
@@ -103,7 +104,7 @@ class EmbeddingClient:
         self.close()
 
 
-class AsyncEmbeddingClient:
+class AsyncEmbeddingClient(HealthCheck):
     """asyncio client (grpc.aio); ``timeout_s`` is the default deadline of every call."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -7,6 +7,7 @@ from mesh.ocr.v1 import ocr_pb2 as pb
 from mesh.ocr.v1 import ocr_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.health import HealthCheck
 from clients.retry import retry_options
 
 # Reads are retried; SubmitJob is not (a retry could queue the job twice).
@@ -16,7 +17,7 @@ _MAX_MESSAGE = 128 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
 
 
-class AsyncOcrClient:
+class AsyncOcrClient(HealthCheck):
     """grpc.aio client; methods take and return the service's proto messages."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,

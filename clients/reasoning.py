@@ -13,11 +13,12 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.health import HealthCheck
 
 DEFAULT_TIMEOUT_S = 60.0
 
 
-class AsyncReasoningClient:
+class AsyncReasoningClient(HealthCheck):
     """grpc.aio client. No automatic retries: generation is not idempotent (and costs money)."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,

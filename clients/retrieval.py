@@ -9,6 +9,7 @@ from mesh.retrieval.v1 import retrieval_pb2 as pb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
 from clients.errors import from_rpc_error
+from clients.health import HealthCheck
 from clients.retry import retry_options
 
 # Reads, and writes that are idempotent by id; CreateCollection and Reindex are not retried.
@@ -18,7 +19,7 @@ _RETRY = retry_options("mesh.retrieval.v1.RetrievalService",
 DEFAULT_TIMEOUT_S = 5.0
 
 
-class AsyncRetrievalClient:
+class AsyncRetrievalClient(HealthCheck):
     """grpc.aio client; methods take and return the service's proto messages."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,

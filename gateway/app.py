@@ -8,11 +8,9 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-import grpc
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -24,6 +22,7 @@ from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorBody, FieldError
 from gateway.ocr import router as ocr_router
+from gateway.readiness import readiness
 from gateway.reasoning import Reasoning
 from gateway.reasoning import router as reasoning_router
 from gateway.serving import TIMEOUT_HEADER, Deadline, Mesh, request_deadline
@@ -230,13 +229,10 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
 
         Search can degrade without embedding, so embedding down is `degraded`, not unavailable.
         """
-        reasoning = settings.reasoning_targets.split(",")[0].strip()
-        states = {name: await _health(target) for name, target in (
-            ("embedding", settings.embedding_target), ("retrieval", settings.retrieval_target),
-            ("ocr", settings.ocr_target), ("reasoning", reasoning))}
-        if states["retrieval"] != "SERVING":
-            return JSONResponse(api.Health(status="unavailable", services=states).model_dump(), status_code=503)
-        return api.Health(status="ok" if states["embedding"] == "SERVING" else "degraded", services=states)
+        st = request.app.state
+        body, ready = await readiness(st.mesh.embedding, st.mesh.retrieval, st.ocr, st.reasoning.clients,
+                                      st.mesh.cache)
+        return body if ready else JSONResponse(body.model_dump(), status_code=503)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["health"])
     async def metrics():
@@ -260,10 +256,3 @@ def _error(exc: ApiError) -> JSONResponse:
     return JSONResponse(exc.body.model_dump(), status_code=exc.status, headers=headers)
 
 
-async def _health(target: str) -> str:
-    try:
-        async with grpc.aio.insecure_channel(target) as channel:
-            resp = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-            return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-    except grpc.RpcError:
-        return "UNREACHABLE"

@@ -1,11 +1,13 @@
 """Query-embedding cache: Redis shared by every gateway instance, or an in-process LRU.
 
 Key: model revision + kind + NFKC-normalised, whitespace-collapsed text (hashed); value: float32
-bytes. Redis is fail-open: any Redis error is logged, counted, and treated as a miss.
+bytes. Redis is fail-open: any Redis error is counted and treated as a miss; it is logged once
+when Redis goes away and once when it is back, never once per request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import unicodedata
@@ -36,6 +38,10 @@ class EmbeddingCache(ABC):
     @abstractmethod
     async def set(self, key: str, vector: np.ndarray) -> None:
         """Store a vector."""
+
+    async def health(self, timeout_s: float = 0.5) -> str:
+        """``SERVING`` when the cache answers (an in-process cache always does), else ``UNREACHABLE``."""
+        return "SERVING"
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
@@ -72,14 +78,27 @@ class RedisCache(EmbeddingCache):
 
         self.ttl_s = ttl_s
         self._redis = redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self._down = False
+
+    def _failed(self, op: str, exc: Exception) -> None:
+        CACHE_EVENTS.labels("error").inc()
+        if not self._down:
+            self._down = True
+            log.warning("redis %s failed (%s); continuing without the shared cache until it answers again",
+                        op, type(exc).__name__)
+
+    def _answered(self) -> None:
+        if self._down:
+            self._down = False
+            log.info("redis answers again; shared cache back")
 
     async def get(self, key: str) -> np.ndarray | None:  # noqa: D102
         try:
             raw = await self._redis.get(key)
         except Exception as exc:  # noqa: BLE001 - fail open on any Redis trouble
-            CACHE_EVENTS.labels("error").inc()
-            log.warning("redis get failed (%s); continuing without cache", type(exc).__name__)
+            self._failed("get", exc)
             return None
+        self._answered()
         CACHE_EVENTS.labels("hit" if raw else "miss").inc()
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)  # type: ignore[arg-type]
 
@@ -87,8 +106,16 @@ class RedisCache(EmbeddingCache):
         try:
             await self._redis.set(key, np.asarray(vector, dtype=np.float32).tobytes(), ex=self.ttl_s)
         except Exception as exc:  # noqa: BLE001
-            CACHE_EVENTS.labels("error").inc()
-            log.warning("redis set failed (%s); continuing without cache", type(exc).__name__)
+            self._failed("set", exc)
+            return
+        self._answered()
+
+    async def health(self, timeout_s: float = 0.5) -> str:  # noqa: D102
+        try:
+            await asyncio.wait_for(self._redis.ping(), timeout_s)
+        except Exception:  # noqa: BLE001 - any failure means unreachable
+            return "UNREACHABLE"
+        return "SERVING"
 
     async def close(self) -> None:  # noqa: D102
         await self._redis.aclose()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -38,4 +40,12 @@ class GatewaySettings(BaseSettings):
     api_keys: str = Field("", description="comma-separated keys for X-API-Key; empty disables auth")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
     max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
-    log_level: str = Field("INFO", description="Python log level")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
+    debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// (or be empty for the in-process cache)")
+        return value

@@ -1,33 +1,43 @@
 """Run the mesh on embedded defaults: every service as a process, an example call, then serve.
 
-Ctrl-C (or SIGTERM) stops every process cleanly.
+Ctrl-C (or SIGTERM) stops every process it started, whatever it was doing. Its fixed ports are
+checked before anything starts: a taken one is one line naming it and its holder (exit 2).
 
 Processes: Redis (shared cache and OCR job state, no persistence), the local LLM server (llama.cpp,
 Qwen2.5-Coder-1.5B Q4) on 8081, embedding (ONNX Runtime int8) on 50051, retrieval (Qdrant Edge,
 Korean BM25 + dense hybrid) on 50052, reasoning on 50053, OCR (Tesseract kor+eng) on 50054, and the
-gateway (REST) on 8080.
+gateway (REST) on 8080. Services expose Prometheus metrics on 9101-9104 (the gateway on its own
+``/metrics``). Each process logs to ``.data/logs/<name>.log``; the console shows the runner's own lines.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import threading
+import sys
 import time
 from pathlib import Path
 
 from infra.llm.server import start_llm_server
-from scripts.processes import start_process, start_redis
+from scripts.processes import (
+    LaunchError,
+    interrupt_on_sigterm,
+    require_free_port,
+    start_process,
+    start_redis,
+    stop_all,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / ".data" / "logs"
+# name, module, gRPC/HTTP port, Prometheus port (None: the gateway serves /metrics itself)
 SERVICES = [
-    ("embedding", ["-m", "services.embedding"]),
-    ("retrieval", ["-m", "services.retrieval"]),  # embedded Qdrant Edge in .data/qdrant
-    ("reasoning", ["-m", "services.reasoning"]),  # streams from the local LLM server
-    ("ocr", ["-m", "services.ocr"]),  # Tesseract kor+eng; jobs in Redis
-    ("gateway", ["-m", "gateway"]),  # REST on 8080
+    ("embedding", "services.embedding", 50051, 9101),
+    ("retrieval", "services.retrieval", 50052, 9102),  # embedded Qdrant Edge in .data/qdrant
+    ("reasoning", "services.reasoning", 50053, 9103),  # streams from the local LLM server
+    ("ocr", "services.ocr", 50054, 9104),  # Tesseract kor+eng; jobs in Redis
+    ("gateway", "gateway", 8080, None),  # REST
 ]
 REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
 LLM_PORT = 8081
@@ -38,15 +48,22 @@ GATEWAY_LLM_FLAGS = ["--reasoning-first-token-s", "60", "--reasoning-generation-
 SAMPLE = ROOT / "gateway" / "sample_catalog.json"
 
 
-def start(name: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:
-    """Start one service (own session, so Ctrl-C reaches only us) and echo its log with a prefix."""
-    return start_process(args[1], *args[2:], echo=lambda line: print(f"[{name}] {line}", end="", flush=True),
-                         new_session=True)
+def start(name: str, module: str, args: list[str]) -> tuple[subprocess.Popen[str], int]:
+    """Start one service (own session, so Ctrl-C reaches only us); its output goes to its log file."""
+    log = (LOGS / f"{name}.log").open("a", encoding="utf-8")
+
+    def write(line: str) -> None:
+        log.write(line)
+        log.flush()
+
+    print(f"[mesh] starting {name}", flush=True)
+    return start_process(module, *args, echo=write)
 
 
 def ensure_catalog(gateway: str) -> None:
     """Create and ingest the bundled Korean sample catalog when it is not there yet (with progress)."""
     import httpx
+    from tqdm import tqdm
 
     catalog = json.loads(SAMPLE.read_text())
     name = catalog["collection"]
@@ -57,16 +74,14 @@ def ensure_catalog(gateway: str) -> None:
         http.post("/v1/collections", json={"name": name, "fields": catalog["fields"]}).raise_for_status()
         job = http.post(f"/v1/collections/{name}/documents", json={"documents": catalog["documents"],
                                                                    "batch_size": 8}).json()
-        while True:
-            state = http.get(f"/v1/jobs/{job['id']}").json()
-            width = 30
-            filled = int(width * state["done"] / max(1, state["total"]))
-            print(f"\ringesting {name}: [{'#' * filled}{'.' * (width - filled)}] {state['done']}/{state['total']}",
-                  end="", flush=True)
-            if state["state"] in ("succeeded", "failed"):
-                print(f"  {state['state']}", flush=True)
-                return
-            time.sleep(0.2)
+        with tqdm(total=len(catalog["documents"]), desc=f"ingesting {name}", unit="doc") as bar:
+            while True:
+                state = http.get(f"/v1/jobs/{job['id']}").json()
+                bar.update(state["done"] - bar.n)
+                if state["state"] in ("succeeded", "failed"):
+                    bar.set_postfix_str(state["state"])
+                    return
+                time.sleep(0.2)
 
 
 def example_search(gateway: str) -> None:
@@ -155,54 +170,75 @@ def example_recommendation(gateway: str) -> None:
                           f"{u['completion_tokens']} tokens", flush=True)
 
 
+def check_ports() -> None:
+    """Every fixed port must be free before anything starts (one line naming a taken one)."""
+    require_free_port(LLM_PORT, "LLM server")
+    for name, _module, port, metrics_port in SERVICES:
+        require_free_port(port, name)
+        if metrics_port is not None:
+            require_free_port(metrics_port, f"{name} metrics")
+
+
+def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:
+    """Redis, the LLM server, then every service; ``procs`` collects each process as soon as it runs."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    redis, redis_url = start_redis(ROOT / ".data" / "redis", REDIS_PORT)
+    procs.append(redis)
+    print(f"[mesh] redis on {redis_url}", flush=True)
+    print(f"[mesh] starting the LLM server on {LLM_PORT} (loads ~1.1 GB)", flush=True)
+    llm = start_llm_server(LLM_PORT, log_path=LOGS / "llm.log")
+    procs.append(llm.process)
+    ports = {}
+    for name, module, port, metrics_port in SERVICES:
+        args = ["--port", str(port)]
+        if metrics_port is not None:
+            args += ["--metrics-port", str(metrics_port)]
+        if name in ("ocr", "gateway"):
+            args += ["--redis-url", redis_url]
+        if name == "reasoning":
+            args += ["--backend-url", llm.base_url]
+        if name == "gateway":
+            args += GATEWAY_LLM_FLAGS
+        proc, ports[name] = start(name, module, args)
+        procs.append(proc)
+    return ports
+
+
 def main() -> None:
-    """Start, show, serve until interrupted, stop everything."""
+    """Start, show, serve until interrupted, stop everything (also on SIGTERM and on a failed start)."""
+    interrupt_on_sigterm()
     procs: list[subprocess.Popen] = []
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    code = 0
     try:
-        redis, redis_url = start_redis(ROOT / ".data" / "redis", REDIS_PORT)
-        procs.append(redis)
-        print(f"[redis] {redis_url}", flush=True)
-        print(f"[llm] starting the LLM server on {LLM_PORT} (loads ~1.1 GB)", flush=True)
-        llm = start_llm_server(LLM_PORT, log_path=ROOT / ".data" / "llm.log")
-        procs.append(llm.process)
-        ports = {}
-        for name, args in SERVICES:
-            if name in ("ocr", "gateway"):
-                args = [*args, "--redis-url", redis_url]
-            if name == "reasoning":
-                args = [*args, "--backend-url", llm.base_url]
-            if name == "gateway":
-                args = [*args, *GATEWAY_LLM_FLAGS]
-            proc, port = start(name, args)
-            procs.append(proc)
-            ports[name] = port
+        check_ports()
+        ports = start_mesh(procs)
         example(ports["embedding"])
         gateway = f"http://127.0.0.1:{ports['gateway']}"
         ensure_catalog(gateway)
         example_search(gateway)
         example_ocr(gateway)
         example_recommendation(gateway)
-        print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs). Ctrl-C stops the mesh.\n", flush=True)
-        while not stop.is_set() and all(p.poll() is None for p in procs):
-            stop.wait(0.5)
+        metrics = ", ".join(f"{name} http://127.0.0.1:{m}/metrics" for name, _, _, m in SERVICES if m)
+        print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics)\n"
+              f"service metrics: {metrics}\nlogs in {LOGS.relative_to(ROOT)}/. Ctrl-C stops the mesh.\n",
+              flush=True)
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        exited = ", ".join(" ".join(map(str, p.args))[:80] for p in procs if p.poll() is not None)  # type: ignore[arg-type]
+        print(f"[mesh] error: a process exited: {exited} (logs in {LOGS.relative_to(ROOT)}/)", file=sys.stderr,
+              flush=True)
+        code = 1
+    except LaunchError as exc:
+        print(f"[mesh] error: {exc}", file=sys.stderr, flush=True)
+        code = 2
     except KeyboardInterrupt:
         pass
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                if p in procs[:2]:  # redis and the LLM server: our own children, not session leaders
-                    p.terminate()
-                else:
-                    os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_all(list(reversed(procs)), 15.0)
         print("mesh stopped", flush=True)
-
+    raise SystemExit(code)
 
 if __name__ == "__main__":
     main()

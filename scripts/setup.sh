@@ -18,13 +18,16 @@ done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
 
 # 1. System packages (Debian): Redis for the gateway's shared caches and OCR job state (tests start
 #    their own); Tesseract's Korean/English models (tesserocr bundles the engine); Korean fonts for the
-#    OCR test and bench images.
-APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum)
+#    OCR test and bench images; Prometheus and Alertmanager (promtool, amtool) for infra/observability.
+APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum prometheus prometheus-alertmanager)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
   say "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  # The packages may start their daemons; the tests start their own on free ports.
+  pkill -x prometheus 2>/dev/null || true
+  pkill -f prometheus-alertmanager 2>/dev/null || true
 fi
 
 # 2. The project's Python environment.

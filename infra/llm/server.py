@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,10 @@ from pathlib import Path
 import httpx
 
 from infra.llm.fetch import DEFAULT_MODEL, model_path
-from scripts.processes import stop_process
+from scripts.processes import LaunchError, interrupt_on_sigterm, last_line, owns_port, require_free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
+PROG = "python -m infra.llm.server"
 
 
 def llm_venv() -> Path:
@@ -29,7 +31,7 @@ def llm_venv() -> Path:
 
 @dataclass
 class LlmServer:
-    """A running llama.cpp server."""
+    """A running llama.cpp server (the leader of its own process group)."""
 
     process: subprocess.Popen[bytes]
     port: int
@@ -42,59 +44,96 @@ class LlmServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM, then SIGKILL."""
-        stop_process(self.process, timeout_s)  # type: ignore[arg-type]
+        """SIGTERM to its process group, then SIGKILL."""
+        stop_process(self.process, timeout_s)
 
 
 def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096, threads: int = 2,
                      log_path: Path | None = None, timeout_s: float = 120.0) -> LlmServer:
-    """Start the server on ``127.0.0.1:port`` and wait until it lists its model."""
+    """Start the server on ``127.0.0.1:port`` and wait until *it* (not another process) lists its model.
+
+    Raises :class:`LaunchError` (one line) when the port is taken, a file is missing or the server
+    exits or never answers.
+    """
     gguf = model_path(model)
     if not gguf.exists():
-        raise FileNotFoundError(f"{gguf} missing: run python -m infra.llm.fetch (scripts/setup.sh does)")
+        raise LaunchError(f"model file {gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
+                          "(scripts/setup.sh does)")
     python = llm_venv() / "bin" / "python"
     if not python.exists():
-        raise FileNotFoundError(f"{python} missing: run scripts/setup.sh")
+        raise LaunchError(f"the LLM server's environment {llm_venv().name}/ is missing: run scripts/setup.sh")
+    require_free_port(port, "LLM server")
     log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"mesh-llm-{port}.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen([str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", model,
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-                             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "False",
-                             # Queue concurrent requests instead of cutting the running one short (the
-                             # default stops a stream, with no finish reason, when another request arrives).
-                             "--interrupt_requests", "False"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", model,
+                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
+                                 "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose",
+                                 "False",
+                                 # Queue concurrent requests instead of cutting the running one short (the
+                                 # default stops a stream, with no finish reason, when another request arrives).
+                                 "--interrupt_requests", "False"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LlmServer(proc, port, model, log_path)
+    try:
+        _wait_answering(server, timeout_s)
+    except BaseException:  # failed or interrupted (Ctrl-C, SIGTERM): never leave the server behind
+        server.stop()
+        raise
+    return server
+
+
+def _wait_answering(server: LlmServer, timeout_s: float) -> None:
+    proc, port, log_path = server.process, server.port, server.log_path
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"LLM server exited ({proc.returncode}); log: {log_path.read_text()[-2000:]}")
+            tail = last_line(log_path.read_text(errors="replace"))
+            raise LaunchError(f"LLM server exited ({proc.returncode}) on port {port}: {tail} (log: {log_path})")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1.0).status_code == 200:
-                return LlmServer(proc, port, model, log_path)
+            answered = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1.0).status_code == 200
         except httpx.HTTPError:
-            pass
+            answered = False
+        if answered and owns_port(proc.pid, port):
+            return
         time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"LLM server did not answer within {timeout_s:.0f}s; log: {log_path}")
+    raise LaunchError(f"LLM server did not answer on port {port} within {timeout_s:.0f}s (log: {log_path})")
 
 
-def main() -> None:
-    """CLI: start and wait for Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="python -m infra.llm.server", description=__doc__)
-    parser.add_argument("--port", type=int, default=8081)
-    parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--n-ctx", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    server = start_llm_server(args.port, model=args.model, n_ctx=args.n_ctx, threads=args.threads)
-    print(f"SERVING port={server.port} model={server.model} base_url={server.base_url}", flush=True)
+def main(argv: list[str] | None = None) -> None:
+    """CLI: start, print SERVING, stop the server (its whole process group) on SIGTERM or Ctrl-C."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("--port", type=int, default=8081, help="port on 127.0.0.1 to serve the OpenAI API on "
+                        "[default 8081]")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"model id (infra/llm/fetch.py) [default {DEFAULT_MODEL}]")
+    parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens [default 4096]")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads for generation and prompt "
+                        "evaluation [default 2]")
+    parser.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for the server to "
+                        "answer [default 120]")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks for start-up errors")
+    args = parser.parse_args(argv)
+    interrupt_on_sigterm()
+    server = None
     try:
-        server.process.wait()
-    except KeyboardInterrupt:
+        server = start_llm_server(args.port, model=args.model, n_ctx=args.n_ctx, threads=args.threads,
+                                  timeout_s=args.timeout_s)
+        print(f"SERVING port={server.port} pid={server.process.pid} model={server.model} "
+              f"base_url={server.base_url}", flush=True)
+        code = server.process.wait()
+        print(f"{PROG}: error: the LLM server exited ({code}); log: {server.log_path}", file=sys.stderr,
+              flush=True)
+        raise SystemExit(1)
+    except LaunchError as exc:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: a clean stop
         pass
     finally:
-        server.stop()
-
+        if server is not None:
+            server.stop()
 
 if __name__ == "__main__":
     main()

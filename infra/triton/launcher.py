@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -19,6 +18,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scripts.processes import LaunchError, interrupt_on_sigterm, require_free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = Path(__file__).resolve().parent / "model_repository"
@@ -48,11 +49,13 @@ class TritonProcess:
     http_port: int
     log_path: Path
     _owns_dir: bool = field(default=True, repr=False)
+    host: str = "127.0.0.1"
 
     @property
     def grpc_url(self) -> str:
-        """host:port of the gRPC endpoint."""
-        return f"127.0.0.1:{self.grpc_port}"
+        """host:port of the gRPC endpoint (loopback when it binds every interface)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"{host}:{self.grpc_port}"
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the server's log."""
@@ -82,14 +85,8 @@ class TritonProcess:
         raise TimeoutError(f"tritonserver not ready after {timeout_s}s:\n{self.log_tail()}")
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM, then SIGKILL; removes the run folder."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """SIGTERM to its process group (server and Python-backend stubs), then SIGKILL; removes the run folder."""
+        stop_process(self.process, timeout_s)
         if self._owns_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
@@ -126,8 +123,14 @@ def start_triton(
     metrics_port: int = 8002,
     intra_op_threads: int = 0,
     run_dir: Path | None = None,
+    host: str = "127.0.0.1",
 ) -> TritonProcess:
-    """Start tritonserver serving ``e5_small`` from the built model folder."""
+    """Start tritonserver serving ``e5_small`` from the built model folder, bound to ``host`` only.
+
+    Raises :class:`LaunchError` (one line) when one of its ports is taken.
+    """
+    for port, what in ((grpc_port, "Triton gRPC"), (http_port, "Triton HTTP"), (metrics_port, "Triton metrics")):
+        require_free_port(port, what, host)
     owns = run_dir is None
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="mesh-triton-"))
     models = prepare_run_dir(model_dir, precision, run_dir, intra_op_threads)
@@ -141,6 +144,7 @@ def start_triton(
     env["PATH"] = f"{triton_venv() / 'bin'}:{env.get('PATH', '')}"
     cmd = [
         str(binary), f"--model-repository={models}", f"--backend-directory={run_dir / 'backends'}",
+        f"--grpc-address={host}", f"--http-address={host}", f"--metrics-address={host}",
         f"--grpc-port={grpc_port}", f"--http-port={http_port}", f"--metrics-port={metrics_port}",
         "--model-control-mode=explicit", f"--load-model={MODEL_NAME}", "--exit-on-error=true",
         "--disable-auto-complete-config", "--exit-timeout-secs=5", "--log-verbose=0",
@@ -149,31 +153,51 @@ def start_triton(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
-    return TritonProcess(proc, run_dir, grpc_port, http_port, log_path, owns)
+    return TritonProcess(proc, run_dir, grpc_port, http_port, log_path, owns, host)
 
 
-def main() -> None:
-    """Run tritonserver in the foreground until Ctrl-C."""
+def main(argv: list[str] | None = None) -> None:
+    """Run tritonserver until SIGTERM or Ctrl-C, which stop it and its stubs; start-up errors are one line."""
     from services.embedding.modelbuild.paths import current_model_dir
 
-    parser = argparse.ArgumentParser(prog="python -m infra.triton.launcher", description=__doc__)
+    prog = "python -m infra.triton.launcher"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--model-dir", type=Path, default=None, help="built model folder (default: current)")
-    parser.add_argument("--precision", choices=["fp32", "int8"], default="int8")
-    parser.add_argument("--grpc-port", type=int, default=8001)
-    parser.add_argument("--http-port", type=int, default=8000)
-    parser.add_argument("--metrics-port", type=int, default=8002)
-    args = parser.parse_args()
-    triton = start_triton(args.model_dir or current_model_dir(), args.precision, args.grpc_port,
-                          args.http_port, args.metrics_port)
+    parser.add_argument("--precision", choices=["fp32", "int8"], default="int8", help="model weights to serve")
+    parser.add_argument("--host", default="127.0.0.1", help="address every endpoint binds [default 127.0.0.1]")
+    parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC port [default 8001]")
+    parser.add_argument("--http-port", type=int, default=8000, help="HTTP port [default 8000]")
+    parser.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port [default 8002]")
+    parser.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for the model to load")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks for start-up errors")
+    args = parser.parse_args(argv)
+    interrupt_on_sigterm()
+    triton = None
     try:
-        triton.wait_ready()
-        print(f"tritonserver ready: grpc {triton.grpc_url}", flush=True)
-        triton.process.wait()
-    except KeyboardInterrupt:
+        model_dir = args.model_dir or current_model_dir()
+        if not (model_dir / "model.int8.onnx").exists() and not (model_dir / "model.onnx").exists():
+            raise LaunchError(f"no ONNX model in {model_dir}: run .venv/bin/python -m services.embedding.modelbuild")
+        triton = start_triton(model_dir, args.precision, args.grpc_port, args.http_port, args.metrics_port,
+                              host=args.host)
+        try:
+            triton.wait_ready(args.timeout_s)
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"{prog}: error: tritonserver did not become ready: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+        print(f"SERVING port={args.grpc_port} pid={triton.process.pid} grpc {triton.grpc_url}", flush=True)
+        code = triton.process.wait()
+        print(f"{prog}: error: tritonserver exited ({code}):\n{triton.log_tail()}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    except (LaunchError, FileNotFoundError) as exc:
+        if args.debug:
+            raise
+        print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: stop the server and its stubs
         pass
     finally:
-        triton.stop()
-
+        if triton is not None:
+            triton.stop()
 
 if __name__ == "__main__":
     main()

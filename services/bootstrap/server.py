@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,9 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from services.bootstrap.errors import StartupError
 from services.bootstrap.handlers import service_handler
+from services.bootstrap.health import Dependency, DependencyMonitor, Requirement
 from services.bootstrap.settings import ServiceSettings
 from services.bootstrap.telemetry import (
     MetricsInterceptor,
@@ -45,14 +48,22 @@ class ServiceRegistration:
 
 @dataclass
 class MeshServer:
-    """A created (not yet started) server, the port it bound and its health servicer."""
+    """A created (not yet started) server, the port it bound and its health servicer.
+
+    Health is per capability (services/bootstrap/health.py): a name is SERVING when the service
+    is warm and the dependencies its requirement names are up.
+    """
 
     server: grpc.aio.Server
     port: int
     health: health.aio.HealthServicer
     service_names: list[str]
     metrics_port: int | None = None
+    monitor: DependencyMonitor = field(default_factory=lambda: DependencyMonitor([]))
+    requirements: dict[str, Requirement] = field(default_factory=dict)
+    warm: bool = False
     _metrics_http: object | None = field(default=None, repr=False)
+    _status: dict[str, bool] = field(default_factory=dict, repr=False)
 
     async def start(self) -> None:
         """Start serving; health stays NOT_SERVING until :meth:`set_serving`."""
@@ -60,14 +71,32 @@ class MeshServer:
         log.info("gRPC listening on port %d (%s)", self.port, ", ".join(self.service_names))
 
     async def set_serving(self, serving: bool = True) -> None:
-        """Flip health for the server as a whole and for every registered service."""
-        status = (health_pb2.HealthCheckResponse.SERVING if serving
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
-        for name in ["", *self.service_names]:
-            await self.health.set(name, status)
+        """Mark the service warm (or not); each capability then follows its dependencies."""
+        self.warm = serving
+        if serving:
+            await self.monitor.start()
+        await self.refresh()
+
+    def serving(self, name: str = "") -> bool:
+        """Whether health name ``name`` reports SERVING now."""
+        return self._status.get(name, False)
+
+    async def refresh(self) -> None:
+        """Recompute every capability's health from warmth and dependency states."""
+        up = self.monitor.up()
+        for name, requirement in self.requirements.items():
+            serving = self.warm and requirement.met(up)
+            if self._status.get(name) == serving:
+                continue
+            if name and name not in self.service_names and name in self._status:
+                log.info("capability %s is %s", name, "SERVING" if serving else "NOT_SERVING")
+            self._status[name] = serving
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING if serving
+                                  else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def stop(self, grace: float) -> None:
         """Report NOT_SERVING, then let in-flight RPCs finish for up to ``grace`` seconds."""
+        await self.monitor.close()
         await self.set_serving(False)
         await self.server.stop(grace)
         if self._metrics_http is not None:
@@ -81,8 +110,15 @@ async def create_server(
     tracer_provider: trace.TracerProvider | None = None,
     registry: CollectorRegistry = REGISTRY,
     options: list[tuple[str, object]] | None = None,
+    dependencies: list[Dependency] | None = None,
+    capabilities: dict[str, Requirement] | None = None,
 ) -> MeshServer:
-    """Build a grpc.aio server bound to ``settings.host:settings.port`` (0 binds a free port)."""
+    """Build a grpc.aio server bound to ``settings.host:settings.port`` (0 binds a free port).
+
+    ``capabilities`` maps ``""`` (the core: the server and every registered service name) and
+    capability suffixes (health name ``<first service>/<suffix>``) to what each needs of
+    ``dependencies``; without them the service is SERVING whenever it is warm.
+    """
     metrics = _METRICS_BY_REGISTRY.get(id(registry))
     if metrics is None:
         metrics = _METRICS_BY_REGISTRY[id(registry)] = RpcMetrics(registry)
@@ -99,10 +135,21 @@ async def create_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    try:
+        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    except RuntimeError:  # grpcio raises RuntimeError when the address cannot be bound
+        port = 0
     if port == 0:
-        raise OSError(f"could not bind {settings.host}:{settings.port}")
-    mesh = MeshServer(server=server, port=port, health=health_servicer, service_names=names)
+        raise StartupError(f"port {settings.port} on {settings.host} is in use (or cannot be bound): stop the "
+                           "process holding it, or choose another with --port")
+    monitor = DependencyMonitor(dependencies or [], interval_s=settings.health_interval_s)
+    caps = dict(capabilities or {})
+    core = caps.pop("", Requirement(()))
+    requirements = {name: core for name in ["", *names]}
+    requirements |= {f"{names[0]}/{suffix}": req for suffix, req in caps.items()}
+    mesh = MeshServer(server=server, port=port, health=health_servicer, service_names=names, monitor=monitor,
+                      requirements=requirements)
+    monitor.on_change(mesh.refresh)
     await mesh.set_serving(False)
     http, mport = start_metrics_endpoint(settings.metrics_host, settings.metrics_port, registry)
     mesh._metrics_http, mesh.metrics_port = http, mport
@@ -117,22 +164,47 @@ async def serve(
 
     ``build`` returns the created server, a warm-up coroutine factory (health flips to SERVING
     when it finishes) and a close coroutine factory (releases engines after the server stopped).
+    A signal during start-up or warm-up stops the service as well. Failures before SERVING are
+    raised as :class:`StartupError` (one line for the operator).
     """
-    mesh, warm_up, close = await build()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await mesh.start()
-    print(f"READY-PENDING port={mesh.port}", flush=True)
-    await warm_up()
-    await mesh.set_serving(True)
-    print(f"SERVING port={mesh.port} metrics_port={mesh.metrics_port}", flush=True)
-    await stop.wait()
-    log.info("stopping: grace %.1fs", settings.grace_period_s)
-    await mesh.stop(settings.grace_period_s)
-    await close()
+    try:
+        mesh, warm_up, close = await build()
+    except (StartupError, SystemExit):
+        raise
+    except Exception as exc:
+        raise StartupError(_startup_message(exc)) from exc
+    try:
+        await mesh.start()
+        print(f"READY-PENDING port={mesh.port}", flush=True)
+        warming: asyncio.Task[None] = asyncio.ensure_future(warm_up())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({warming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if warming.done():
+            try:
+                warming.result()
+            except Exception as exc:
+                raise StartupError(f"warm-up failed: {_startup_message(exc)}") from exc
+            await mesh.set_serving(True)
+            print(f"SERVING port={mesh.port} metrics_port={mesh.metrics_port}", flush=True)
+            await stopping
+        else:
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
+        log.info("stopping: grace %.1fs", settings.grace_period_s)
+        await mesh.stop(settings.grace_period_s)
+    finally:
+        await close()
     log.info("stopped")
+
+
+def _startup_message(exc: BaseException) -> str:
+    """One line for a start-up failure: the domain message when there is one, else type and text."""
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return " ".join(str(message).split())
 
 
 def run_service(
@@ -144,12 +216,15 @@ def run_service(
     """The body of every ``python -m services.<name>``: CLI -> settings -> logging -> tracing -> serve.
 
     ``create(settings, tracer_provider=...)`` returns a service object with ``mesh`` and ``warm_up``;
-    ``release(service)`` frees its engines after the server stopped.
+    ``release(service)`` frees its engines after the server stopped. A start-up failure (bad setting,
+    taken port, missing files, a dependency refusing at start) is one line on stderr and exit code 2;
+    ``--debug`` adds the traceback.
     """
-    from services.bootstrap.settings import settings_from_cli
+    from services.bootstrap.settings import fail, settings_from_cli
     from services.bootstrap.telemetry import make_tracer_provider
 
-    settings = settings_from_cli(settings_cls, f"python -m services.{name}")
+    prog = f"python -m services.{name}"
+    settings = settings_from_cli(settings_cls, prog)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     provider = make_tracer_provider(f"mesh-{name}", settings.trace_exporter)
 
@@ -162,4 +237,9 @@ def run_service(
 
         return service.mesh, service.warm_up, close
 
-    asyncio.run(serve(settings, build))
+    try:
+        asyncio.run(serve(settings, build))
+    except StartupError as exc:
+        if settings.debug:
+            traceback.print_exception(exc)
+        fail(prog, str(exc))

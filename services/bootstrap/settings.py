@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Literal, TypeVar
+import sys
+from typing import Any, Literal, NoReturn, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings
 
 S = TypeVar("S", bound="ServiceSettings")
@@ -22,17 +23,50 @@ class ServiceSettings(BaseSettings):
     grace_period_s: float = Field(5.0, gt=0, description="how long SIGTERM waits for in-flight RPCs")
     trace_exporter: Literal["none", "console", "otlp"] = Field(
         "none", description="where spans go (otlp reads OTEL_EXPORTER_OTLP_ENDPOINT)")
-    log_level: str = Field("INFO", description="Python log level")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
+    health_interval_s: float = Field(2.0, gt=0, le=300,
+                                     description="how often dependencies are probed for health per capability")
+    debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")
+
+
+def fail(prog: str, message: str, code: int = 2) -> NoReturn:
+    """Print ``prog: error: message`` on one line to stderr and exit (2: the configuration is wrong)."""
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
 
 
 def settings_from_cli(cls: type[S], prog: str, argv: list[str] | None = None) -> S:
-    """Build settings once: a ``--flag`` for every field (documented with its env var) over env/defaults."""
+    """Build settings once: a ``--flag`` for every field (documented with its env var) over env/defaults.
+
+    An invalid value, from a flag or the environment, ends the process with one line naming the
+    setting, its flag and variable, and what is wrong (exit 2), never a traceback.
+    """
     prefix = cls.model_config.get("env_prefix", "")
     parser = argparse.ArgumentParser(prog=prog, description=cls.__doc__)
     for name, field in cls.model_fields.items():
         env = f"{prefix}{name}".upper()
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
-                            help=f"{field.description or name} [env {env}; default {field.default!r}]")
+        flag = f"--{name.replace('_', '-')}"
+        if field.annotation is bool:
+            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
+                                help=f"{field.description or name} [env {env}]")
+            continue
+        parser.add_argument(flag, dest=name, default=None,
+                            help=f"{field.description or name} [env {env}; default {_default(field)}]")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
-    return cls(**overrides)
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        fail(prog, "; ".join(_explain(err, prefix, overrides) for err in exc.errors()))
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        return "computed"
+    return repr(field.default)
+
+
+def _explain(err: Any, prefix: str, overrides: dict[str, Any]) -> str:
+    name = str(err["loc"][0]) if err.get("loc") else "?"
+    source = f"--{name.replace('_', '-')}" if name in overrides else f"{prefix}{name}".upper()
+    return f"invalid setting {name} (from {source}, value {err.get('input')!r}): {err['msg']}"

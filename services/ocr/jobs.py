@@ -31,6 +31,7 @@ from services.bootstrap.errors import (
     Overloaded,
     Violation,
 )
+from services.bootstrap.health import DependencyMonitor
 from services.ocr.engine import Line
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 
@@ -73,6 +74,25 @@ class JobStore:
         self._blocking = aioredis.from_url(redis_url, socket_timeout=None, socket_connect_timeout=timeout_s)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self._monitor: DependencyMonitor | None = None
+
+    def watch_redis(self, monitor: DependencyMonitor) -> None:
+        """Let workers wait for the monitor to see Redis back instead of retrying (and logging) on a timer."""
+        self._monitor = monitor
+
+    async def ping(self) -> None:
+        """Return when Redis answers (the health monitor's probe for the jobs capability)."""
+        await self.redis.ping()
+
+    async def _redis_back(self) -> None:
+        if self._monitor is None:
+            await asyncio.sleep(1.0)
+            return
+        self._monitor.recheck()
+        try:  # bounded, so a stop request is noticed
+            await asyncio.wait_for(self._monitor.wait_up("redis"), 5.0)
+        except TimeoutError:
+            pass
 
     @staticmethod
     def _key(job_id: str, part: str = "") -> str:
@@ -158,8 +178,8 @@ class JobStore:
             try:
                 await self.redis.set(f"ocr:instance:{self.instance}", "1", ex=LEASE_S)
                 await self.requeue_orphans()
-            except RedisError as err:
-                log.warning("heartbeat failed: %s", err)
+            except RedisError as err:  # the health monitor reports Redis down once, not every beat
+                log.debug("heartbeat failed: %s", err)
             try:
                 await asyncio.wait_for(self._stopping.wait(), HEARTBEAT_S)
             except TimeoutError:
@@ -184,8 +204,8 @@ class JobStore:
             try:
                 raw = await self._blocking.blmove(QUEUE, running, 1, "LEFT", "RIGHT")
             except RedisError as err:
-                log.warning("queue unavailable: %s", err)
-                await asyncio.sleep(1.0)
+                log.debug("queue unavailable: %s", err)
+                await self._redis_back()
                 continue
             if raw is None:
                 continue

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from mesh.ocr.v1 import ocr_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from services.bootstrap.errors import StartupError
+from services.bootstrap.health import Dependency, Requirement
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.ocr.config import OcrSettings
 from services.ocr.engine import TesseractPool
@@ -34,13 +37,17 @@ class OcrService:
         return self.mesh.port
 
     async def warm_up(self) -> None:
-        """Run one tiny image through every engine, start the job workers, report SERVING."""
+        """Run one tiny image through every engine (off the event loop), start the job workers, then warm.
+
+        Extract is SERVING from here on; jobs (``mesh.ocr.v1.OcrService/jobs``) only while Redis answers.
+        """
         from PIL import Image, ImageDraw
 
         img = Image.new("L", (200, 60), 255)
         ImageDraw.Draw(img).text((10, 20), "warm up", fill=0)
+        loop = asyncio.get_running_loop()
         for _ in range(self.extractor.pool.size):
-            self.extractor.pool.recognize(img)
+            await loop.run_in_executor(None, self.extractor.pool.recognize, img)
         await self.jobs.start()
         await self.mesh.set_serving(True)
 
@@ -59,7 +66,11 @@ async def create_ocr_service(
     registry: CollectorRegistry = REGISTRY,
 ) -> OcrService:
     """Create (not start) the service; ``reader`` overrides the VLM built from settings."""
-    pool = TesseractPool(settings.tessdata, settings.languages, settings.engines)
+    try:
+        pool = TesseractPool(settings.tessdata, settings.languages, settings.engines)
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise StartupError(f"Tesseract cannot load {settings.languages!r} from {settings.tessdata!r} "
+                           f"(--languages / --tessdata; scripts/setup.sh installs kor and eng): {exc}") from exc
     reader = reader or make_reader(settings.vlm_kind, settings.vlm_url, settings.vlm_model, settings.vlm_api_key)
     limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
                     pdf_dpi=settings.pdf_dpi)
@@ -74,5 +85,8 @@ async def create_ocr_service(
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,
                                                                                    settings.max_sync_pages))],
                                tracer_provider=tracer_provider, registry=registry,
-                               options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)])
+                               options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
+                               dependencies=[Dependency("redis", jobs.ping)],
+                               capabilities={"jobs": Requirement(("redis",))})
+    jobs.watch_redis(mesh.monitor)
     return OcrService(mesh=mesh, extractor=extractor, jobs=jobs)

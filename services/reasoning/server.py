@@ -10,9 +10,10 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from services.bootstrap.health import Dependency, Requirement
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.reasoning.backends import LlmBackend, make_backends
-from services.reasoning.backends.base import GenerationParams
+from services.reasoning.backends.base import BackendError, GenerationParams
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Failed, Generator, PriceTable, Timeouts
 from services.reasoning.servicer import ReasoningServicer
@@ -35,14 +36,21 @@ class ReasoningService:
         return self.mesh.port
 
     async def warm_up(self) -> None:
-        """One token from the primary backend (loads its weights), then SERVING either way.
+        """One token from the primary backend when it answers (loads its weights), then warm.
 
-        A backend that is down is a per-call error, not a reason to refuse calls that might fail over.
+        Health then follows the backends: SERVING while at least one answers, NOT_SERVING while none
+        does (a probe per backend, services/bootstrap/health.py), flipping back by itself.
         """
-        result = await self.generator.complete([{"role": "user", "content": "안녕"}], GenerationParams(1, 0.0),
-                                               Timeouts(60.0, 60.0, 60.0), failover=False)
-        if isinstance(result, Failed):
-            log.warning("warm-up failed (%s: %s); serving anyway", result.kind, result.message)
+        primary = self.generator.backends[0]
+        try:
+            await primary.probe()
+        except BackendError as err:
+            log.info("primary backend not reachable at start (%s); health follows the backends", err)
+        else:
+            result = await self.generator.complete([{"role": "user", "content": "안녕"}], GenerationParams(1, 0.0),
+                                                   Timeouts(60.0, 60.0, 60.0), failover=False)
+            if isinstance(result, Failed):
+                log.info("warm-up call failed (%s: %s); health follows the backends", result.kind, result.message)
         await self.mesh.set_serving(True)
 
     async def close(self, grace: float = 1.0) -> None:
@@ -63,7 +71,10 @@ async def create_reasoning_service(
                           Timeouts(settings.first_token_timeout_s, settings.generation_timeout_s,
                                    settings.total_timeout_s), PriceTable(settings.prices_json))
     placeholder = ReasoningServicer(generator, settings, "")
+    # Names are unique per position: two backends may share a display name.
+    probes = [Dependency(f"llm[{i}] {b.name}", b.probe) for i, b in enumerate(generator.backends)]
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, placeholder)],
-                               tracer_provider=tracer_provider, registry=registry)
+                               tracer_provider=tracer_provider, registry=registry, dependencies=probes,
+                               capabilities={"": Requirement(tuple(p.name for p in probes), "any")})
     placeholder.instance = settings.instance_name or f"{socket.gethostname()}:{mesh.port}"
     return ReasoningService(mesh=mesh, generator=generator, servicer=placeholder)

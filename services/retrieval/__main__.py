@@ -10,6 +10,7 @@ from services.retrieval.server import create_retrieval_service
 async def release(service) -> None:
     """Free the service's engines after the server stopped."""
     await service.retriever.close()
+    await service.embedder.close()
     service.retriever.store.close()
 
 

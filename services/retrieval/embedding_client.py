@@ -9,6 +9,7 @@ from clients.errors import DeadlineExceeded as ClientDeadline
 from clients.errors import MeshClientError
 from clients.errors import Overloaded as ClientOverloaded
 from clients.errors import Unavailable as ClientUnavailable
+from clients.health import EMBEDDING
 from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, InvalidInput
 
 
@@ -32,6 +33,12 @@ class GrpcEmbedder:
                 raise InvalidInput(f"embedding rejected the text: {exc.message}") from exc
             raise DependencyUnavailable(f"embedding at {self.target}: {exc.message}") from exc
         return result.vectors, result.model_revision
+
+    async def probe(self) -> None:
+        """Return when the embedding service reports SERVING; raise otherwise (health monitor probe)."""
+        state = await self._client.health(EMBEDDING, timeout_s=1.0)
+        if state != "SERVING":
+            raise DependencyUnavailable(f"embedding at {self.target} is {state}")
 
     async def close(self) -> None:
         """Close the channel."""

@@ -44,6 +44,14 @@ class Embedder(Protocol):
         """Vectors and the model revision that made them."""
         ...
 
+    async def probe(self) -> None:
+        """Return when the embedding service can embed now; raise otherwise (the health monitor's probe)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection."""
+        ...
+
 
 class EmbeddingUnavailable(DependencyUnavailable):
     """The embedding service could not embed in time."""
@@ -219,7 +227,9 @@ class Retriever:
                 else:
                     vector = vecs[0].tolist()
             except (EmbeddingUnavailable, DependencyUnavailable) as exc:
-                log.warning("embedding unavailable (%s): keyword only", exc.message)
+                # Per search at debug only: the health monitor logs the embedding service going away
+                # and coming back once each, and the response says it degraded.
+                log.debug("embedding unavailable (%s): keyword only", exc.message)
                 degraded = True
             embed_ns = int((time.perf_counter() - t) * 1e9)
             if degraded:

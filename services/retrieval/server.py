@@ -8,6 +8,8 @@ from mesh.retrieval.v1 import retrieval_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from services.bootstrap.errors import StartupError
+from services.bootstrap.health import Dependency, Requirement
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
@@ -41,8 +43,7 @@ class RetrievalService:
         """Stop serving, release Qdrant and the channel."""
         await self.mesh.stop(grace)
         await self.retriever.close()
-        if hasattr(self.embedder, "close"):
-            await self.embedder.close()  # type: ignore[attr-defined]
+        await self.embedder.close()
         self.retriever.store.close()
 
 
@@ -58,12 +59,20 @@ async def create_retrieval_service(
         import os
 
         os.makedirs(settings.qdrant_location, exist_ok=True)
-    store = open_store(settings.qdrant_location, settings.qdrant_engine, settings.qdrant_timeout_s)
+    try:
+        store = open_store(settings.qdrant_location, settings.qdrant_engine, settings.qdrant_timeout_s)
+    except (RuntimeError, OSError, ValueError) as exc:  # e.g. the folder is held by another process
+        raise StartupError(f"cannot open Qdrant at {settings.qdrant_location!r} (--qdrant-location): "
+                           f"{' '.join(str(exc).split())}") from exc
     analyzer = KoreanAnalyzer(settings.term_profile, settings.analyzer)
     embedder = embedder or GrpcEmbedder(settings.embedding_target)
+    # Keyword search needs nothing else; dense/hybrid search and ingest embed through the embedding service.
+    needs_embedding = Requirement(("embedding",))
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
                           default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight)
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
-                               tracer_provider=tracer_provider, registry=registry)
+                               tracer_provider=tracer_provider, registry=registry,
+                               dependencies=[Dependency("embedding", embedder.probe)],
+                               capabilities={"dense": needs_embedding, "ingest": needs_embedding})
     return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder)

@@ -47,5 +47,9 @@ class LlmBackend(abc.ABC):
     def stream(self, messages: list[dict[str, str]], params: GenerationParams) -> AsyncIterator[Chunk]:
         """Yield chunks of the answer; raise BackendError on failure."""
 
+    @abc.abstractmethod
+    async def probe(self) -> None:
+        """Return when the backend answers now; raise BackendError otherwise (the health monitor's probe)."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -36,6 +36,15 @@ class GeminiBackend(LlmBackend):
             response_json_schema=params.json_schema)
         return contents, config
 
+    async def probe(self) -> None:
+        """Fetch the model's metadata (no tokens billed); the monitor bounds its time."""
+        from google.genai import errors
+
+        try:
+            await self._client.aio.models.get(model=self.model)
+        except (errors.APIError, OSError) as err:
+            raise BackendError(f"{self.name}: {type(err).__name__}: {err}") from None
+
     async def stream(self, messages: list[dict[str, str]], params: GenerationParams) -> AsyncIterator[Chunk]:
         """Yield chunks as Gemini streams them."""
         from google.genai import errors

@@ -25,6 +25,7 @@ class OpenAIBackend(LlmBackend):
                  connect_timeout_s: float = 2.0) -> None:
         super().__init__(name=name, model=model)
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.models_url = base_url.rstrip("/") + "/models"
         self.schema_format = schema_format
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30.0, connect=connect_timeout_s),
@@ -86,6 +87,15 @@ class OpenAIBackend(LlmBackend):
             raise BackendError(f"{self.name}: {type(err).__name__}: {err}") from None
         finally:
             gauge.dec()
+
+    async def probe(self) -> None:
+        """GET {base_url}/models: every OpenAI-compatible server (vLLM, llama.cpp) answers it cheaply."""
+        try:
+            resp = await self._http.get(self.models_url, timeout=httpx.Timeout(2.0, connect=1.0))
+        except httpx.HTTPError as err:
+            raise BackendError(f"{self.name}: {type(err).__name__}: {err}") from None
+        if resp.status_code != 200:
+            raise BackendError(f"{self.name}: GET /models answered HTTP {resp.status_code}")
 
     async def close(self) -> None:
         """Close the HTTP pool."""
