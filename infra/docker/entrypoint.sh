@@ -1,0 +1,30 @@
+#!/bin/sh
+# Entry point of the mesh image: the first argument names the process, the rest are its flags.
+#   embedding | retrieval | reasoning | ocr   python -m services.<name> "$@"
+#   gateway                                   python -m gateway "$@"
+#   llm                                       llama-cpp-python's server (the `llm` image target only)
+#   triton-repo DEST                          write a Triton model repository for GPU hosts into DEST
+#                                             (infra/triton/gpu config + the image's fp32 model.onnx)
+#   anything else                             executed as given (e.g. `python -c ...`)
+set -eu
+cmd="${1:-gateway}"
+[ "$#" -gt 0 ] && shift
+case "$cmd" in
+  embedding|retrieval|reasoning|ocr)
+    exec python -m "services.$cmd" "$@" ;;
+  gateway)
+    exec python -m gateway "$@" ;;
+  llm)
+    # Same flags as infra/llm/server.py: queue concurrent requests instead of cutting the running one.
+    exec python -m llama_cpp.server --model "/opt/llm-models/${LLM_MODEL}.gguf" --model_alias "${LLM_MODEL}" \
+      --host 0.0.0.0 --port "${LLM_PORT}" --n_ctx "${LLM_CTX}" --n_threads "${LLM_THREADS}" \
+      --n_threads_batch "${LLM_THREADS}" --interrupt_requests False --verbose False "$@" ;;
+  triton-repo)
+    dest="${1:?usage: triton-repo DEST}"
+    mkdir -p "$dest/e5_small/1"
+    cp /app/infra/triton/gpu/e5_small/config.pbtxt "$dest/e5_small/config.pbtxt"
+    cp -L "${MESH_MODEL_CACHE:-/opt/models}/current/model.onnx" "$dest/e5_small/1/model.onnx"
+    echo "triton model repository written to $dest" ;;
+  *)
+    exec "$cmd" "$@" ;;
+esac
