@@ -1,0 +1,1 @@
+"""Operations as code: Prometheus scrape config, alert rules, Alertmanager routing, Grafana dashboards."""
