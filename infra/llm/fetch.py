@@ -113,7 +113,8 @@ def main() -> None:
     """CLI."""
     parser = argparse.ArgumentParser(prog="python -m infra.llm.fetch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL)
+    parser.add_argument("--model", choices=sorted(MODELS), default=DEFAULT_MODEL,
+                        help=f"which GGUF to assemble [default {DEFAULT_MODEL}]")
     args = parser.parse_args()
     print(fetch(args.model))
 

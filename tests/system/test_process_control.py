@@ -192,3 +192,21 @@ def test_sigterm_to_the_runner_mid_start_leaves_no_process(tmp_path):
     assert proc.returncode == 0, rest[-2000:]
     assert "mesh stopped" in rest and "Traceback" not in rest
     assert_all_gone(tree)
+
+
+@pytest.mark.parametrize("module", ["services.embedding", "services.retrieval", "services.reasoning", "services.ocr",
+                                    "gateway", "infra.llm.server", "infra.llm.fetch", "infra.triton.launcher",
+                                    "services.embedding.modelbuild"])
+def test_every_help_option_is_described(module):
+    out = run(module, "--help", timeout_s=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("options:", 1)[1].splitlines()
+    undescribed = []
+    for i, line in enumerate(lines):
+        if not line.startswith("  -"):
+            continue
+        same_line = len(line.strip().split("  ")) > 1  # "--flag VALUE   help text"
+        next_line = i + 1 < len(lines) and lines[i + 1].startswith(" " * 8) and not lines[i + 1].strip().startswith("-")
+        if not (same_line or next_line):
+            undescribed.append(line.strip())
+    assert not undescribed, undescribed
