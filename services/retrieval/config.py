@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, FilePath, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.bootstrap.settings import ServiceSettings
@@ -21,6 +21,31 @@ class RetrievalSettings(ServiceSettings):
     qdrant_engine: Literal["edge", "client"] = Field(
         "edge", description="embedded engine for ':memory:' and folders: Qdrant Edge, or qdrant-client local mode")
     qdrant_timeout_s: float = Field(10.0, gt=0, description="timeout of calls to a Qdrant server")
+    # A Qdrant server (http(s):// locations only; the embedded engines ignore these).
+    qdrant_api_key: SecretStr = Field(
+        SecretStr(""), description="API key of the Qdrant server; prefer qdrant_api_key_file or the environment")
+    qdrant_api_key_file: FilePath | None = Field(
+        None, description="file holding the Qdrant API key (a mounted Secret); excludes qdrant_api_key")
+    qdrant_https: bool = Field(
+        False, description="TLS to the Qdrant server even for an http:// location (https:// always means TLS)")
+    qdrant_ca_cert: FilePath | None = Field(
+        None, description="PEM CA bundle that signed the Qdrant server's certificate (default: the system CAs)")
+    qdrant_prefer_grpc: bool = Field(
+        True, description="talk to a Qdrant server over gRPC on qdrant_grpc_port (false: REST on the URL's port)")
+    qdrant_grpc_port: int = Field(6334, ge=1, le=65535, description="gRPC port of the Qdrant server")
+    # Layout of the collections created on a Qdrant server or cluster (Qdrant Edge and local mode: one shard).
+    shard_number: int | None = Field(
+        None, ge=1, description="shards per new collection (unset: the server's default, one per peer)")
+    replication_factor: int | None = Field(
+        None, ge=1, description="copies of each shard in a cluster (unset: the server's default, 1)")
+    write_consistency_factor: int | None = Field(
+        None, ge=1, description="replicas that must apply a write before it succeeds (unset: 1)")
+    on_disk: Literal["none", "payload", "vectors", "all"] = Field(
+        "payload", description="what new collections serve from disk: payload (the server's default), "
+                               "vectors (dense vectors and sparse index), all, or none (all in RAM)")
+    read_consistency: str = Field(
+        "", pattern=r"^(|[1-9][0-9]*|majority|quorum|all)$",
+        description="replicas each read asks: a number, majority, quorum or all (empty: the server's default, 1)")
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     embed_timeout_s: float = Field(2.0, gt=0, description="deadline of a query-embedding call")
     analyzer: Literal["kiwi", "mecab"] = Field("kiwi", description="Korean morphological analyser")
@@ -32,3 +57,20 @@ class RetrievalSettings(ServiceSettings):
         "weighted", description="default hybrid fusion (weighted: measured best on autorag-ko)")
     rrf_k: int = Field(60, ge=1, description="default RRF k")
     dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion")
+
+    # Field validators (not a model validator) so that a one-line error names the setting at fault.
+    @field_validator("qdrant_api_key_file")
+    @classmethod
+    def _one_key_source(cls, value: FilePath | None, info: ValidationInfo) -> FilePath | None:
+        key = info.data.get("qdrant_api_key")
+        if value is not None and key is not None and key.get_secret_value():
+            raise ValueError("set qdrant_api_key or qdrant_api_key_file, not both")
+        return value
+
+    @field_validator("write_consistency_factor")
+    @classmethod
+    def _writes_can_succeed(cls, value: int | None, info: ValidationInfo) -> int | None:
+        replicas = info.data.get("replication_factor")
+        if value is not None and replicas is not None and value > replicas:
+            raise ValueError(f"exceeds replication_factor {replicas}: every write would fail")
+        return value

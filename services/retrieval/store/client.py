@@ -4,13 +4,19 @@ A Qdrant server or cluster (``http(s)://``), or the client's pure-Python local m
 (``engine=client``; the reference the edge engine is checked against).
 
 Aliases are Qdrant aliases; catalog metadata lives in a small ``_mesh_catalogs`` collection.
+Collections are created with the cluster layout of :class:`QdrantOptions` and read with its read
+consistency; local mode accepts both and ignores them (one shard, no replicas), so the same calls
+run here and against a server.
 """
 
 from __future__ import annotations
 
+import math
+import ssl
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -28,6 +34,7 @@ from services.retrieval.store.base import (
     StoredPoint,
     point_id,
 )
+from services.retrieval.store.options import QdrantOptions
 
 META_COLLECTION = "_mesh_catalogs"
 _META_VECTOR = "none"
@@ -39,13 +46,23 @@ FIELD_SCHEMAS = {
 }
 
 
-def open_client(location: str, timeout_s: float = 10.0) -> QdrantClient:
-    """``:memory:``, ``http(s)://host:port``, or a folder (qdrant-client local mode)."""
+def open_client(location: str, timeout_s: float = 10.0, options: QdrantOptions | None = None) -> QdrantClient:
+    """``:memory:``, ``http(s)://host:port``, or a folder (qdrant-client local mode; connection options unused)."""
     if location == ":memory:":
         return QdrantClient(location=":memory:")
-    if location.startswith(("http://", "https://")):
-        return QdrantClient(url=location, timeout=int(max(1, timeout_s)))
-    return QdrantClient(path=location)
+    if not location.startswith(("http://", "https://")):
+        return QdrantClient(path=location)
+    opts = options or QdrantOptions()
+    # qdrant-client takes TLS from the URL's scheme over its https flag, so the flag rewrites the scheme.
+    tls = opts.https or location.startswith("https://")
+    url = "https://" + location.removeprefix("http://") if tls and location.startswith("http://") else location
+    extra: dict[str, Any] = {}
+    if opts.ca_cert is not None:
+        pem = Path(opts.ca_cert).read_bytes()
+        extra["grpc_options"] = {"root_certificates": pem}  # gRPC channel credentials
+        extra["verify"] = ssl.create_default_context(cafile=opts.ca_cert)  # REST (httpx)
+    return QdrantClient(url=url, https=tls, api_key=opts.api_key or None, prefer_grpc=opts.prefer_grpc,
+                        grpc_port=opts.grpc_port, timeout=math.ceil(timeout_s), **extra)
 
 
 def _condition(c: Condition) -> models.FieldCondition:
@@ -68,14 +85,21 @@ def qdrant_filter(f: Filter) -> models.Filter | None:
 class ClientCatalogStore(CatalogStore):
     """Catalogs on a qdrant-client connection."""
 
-    def __init__(self, client: QdrantClient) -> None:
+    def __init__(self, client: QdrantClient, options: QdrantOptions | None = None) -> None:
         self.client = client
+        self.options = options or QdrantOptions()
+        rc = self.options.read_consistency
+        self._consistency: models.ReadConsistency | None = models.ReadConsistencyType(rc) if isinstance(rc, str) else rc
         if not self.client.collection_exists(META_COLLECTION):
+            # One shard (a few points), replicated like the catalogs so that metadata survives a lost peer.
             self.client.create_collection(META_COLLECTION, vectors_config={
-                _META_VECTOR: models.VectorParams(size=1, distance=models.Distance.DOT)})
+                _META_VECTOR: models.VectorParams(size=1, distance=models.Distance.DOT)},
+                shard_number=1, replication_factor=self.options.replication_factor,
+                write_consistency_factor=self.options.write_consistency_factor)
 
     def get_meta(self, name: str) -> CatalogMeta:  # noqa: D102
-        found = self.client.retrieve(META_COLLECTION, [point_id(name)], with_payload=True)
+        found = self.client.retrieve(META_COLLECTION, [point_id(name)], with_payload=True,
+                                     consistency=self._consistency)
         if not found:
             raise NotFound(f"collection {name!r} does not exist")
         return CatalogMeta.from_payload(dict(found[0].payload or {}))
@@ -86,10 +110,17 @@ class ClientCatalogStore(CatalogStore):
 
     def create_version(self, name: str, fields: dict[str, str], dim: int) -> str:  # noqa: D102
         collection = f"{name}__v{time.time_ns() // 1_000_000}"
+        o = self.options
         self.client.create_collection(
             collection,
-            vectors_config={DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            vectors_config={DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE,
+                                                       on_disk=o.vectors_on_disk)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(
+                modifier=models.Modifier.IDF, index=models.SparseIndexParams(on_disk=o.vectors_on_disk))},
+            shard_number=o.shard_number,
+            replication_factor=o.replication_factor,
+            write_consistency_factor=o.write_consistency_factor,
+            on_disk_payload=o.payload_on_disk,
         )
         with warnings.catch_warnings():
             # Local mode filters without indexes and says so; a server uses them.
@@ -137,7 +168,8 @@ class ClientCatalogStore(CatalogStore):
     def scroll_all(self, collection: str, batch: int = 256) -> Iterator[list[StoredDoc]]:  # noqa: D102
         offset = None
         while True:
-            points, offset = self.client.scroll(collection, limit=batch, offset=offset, with_payload=True)
+            points, offset = self.client.scroll(collection, limit=batch, offset=offset, with_payload=True,
+                                                consistency=self._consistency)
             yield [StoredDoc(p.payload["doc_id"], p.payload["text"], p.payload.get("payload", {}))
                    for p in points if p.payload]
             if offset is None:
@@ -145,7 +177,8 @@ class ClientCatalogStore(CatalogStore):
 
     def query(self, collection: str, queries: list[LegQuery]) -> list[list[RawHit]]:  # noqa: D102
         requests = [self._request(q) for q in queries]
-        answers = self.client.query_batch_points(collection, requests=requests)
+        answers = self.client.query_batch_points(collection, requests=requests,
+                                                 consistency=self._consistency)
         return [[_hit(p) for p in a.points] for a in answers]
 
     @staticmethod

@@ -1,11 +1,16 @@
-"""The same catalog on both embedded engines (Qdrant Edge, qdrant-client local mode) answers alike."""
+"""The same catalog on both embedded engines (Qdrant Edge, qdrant-client local mode) answers alike.
+
+``client-cluster`` is local mode driven exactly as a server cluster is: collections created with
+shards, replication, write consistency and on-disk storage, reads sent with a read consistency
+(local mode accepts and ignores them; no Qdrant server can run on these machines).
+"""
 
 import numpy as np
 import pytest
 
 from services.bootstrap.errors import Conflict, NotFound
 from services.retrieval.query import Condition, Filter
-from services.retrieval.store import LegQuery, StoredPoint, open_store
+from services.retrieval.store import LegQuery, QdrantOptions, StoredPoint, open_store
 
 rng = np.random.default_rng(3)
 VECS = rng.standard_normal((40, 8)).astype(np.float32)
@@ -22,11 +27,21 @@ FILTERS = [
     Filter(must=(Condition("category", any_of=("소설", "여행")), Condition("available", equals=True))),
 ]
 FIELDS = {"category": "keyword", "price": "integer", "available": "bool"}
+CLUSTER = QdrantOptions(shard_number=6, replication_factor=2, write_consistency_factor=2, on_disk="all",
+                        read_consistency="majority")
+ENGINES = ["edge", "client", "client-cluster"]
 
 
-@pytest.fixture(params=["edge", "client"])
+def open_engine(name):
+    """An empty in-memory store of one engine variant."""
+    if name == "client-cluster":
+        return open_store(":memory:", "client", options=CLUSTER)
+    return open_store(":memory:", name)
+
+
+@pytest.fixture(params=ENGINES)
 def store(request):
-    s = open_store(":memory:", request.param)
+    s = open_engine(request.param)
     meta = s.create_catalog("c", FIELDS, "rev", "an", 8, 4.0)
     s.upsert(meta.collection, POINTS)
     yield s, meta.collection
@@ -81,13 +96,13 @@ def test_legs_match_the_reference_on_both_engines(store, kind, flt):
 @pytest.mark.parametrize("flt", FILTERS[:2])
 def test_engine_fused_rrf_is_the_same_on_both_engines(flt):
     answers = []
-    for engine in ("edge", "client"):
-        s = open_store(":memory:", engine)
+    for engine in ENGINES:
+        s = open_engine(engine)
         meta = s.create_catalog("c", FIELDS, "rev", "an", 8, 4.0)
         s.upsert(meta.collection, POINTS)
         answers.append(run((s, meta.collection), "fused", flt, fusion="rrf", rrf_k=60, prefetch_limit=20))
         s.close()
-    assert answers[0] == answers[1]
+    assert answers[0] == answers[1] == answers[2]
 
 
 def test_catalog_registry_aliases_and_persistence(tmp_path):
