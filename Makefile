@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run test check lint protos openapi model bench
+.PHONY: setup run ops test check lint protos openapi model bench
 PY := .venv/bin/python
 
 setup:
@@ -9,12 +9,16 @@ setup:
 run: setup
 	@$(PY) scripts/run_mesh.py
 
+# The ops view next to `make run`: Prometheus, Alertmanager and the trace UI (Phoenix, from .venv-ops).
+ops: setup
+	@$(PY) scripts/run_ops.py
+
 test: setup check
 	@$(PY) -m pytest tests
 
 check:
 	@$(PY) -m ruff check services clients gateway infra bench tests scripts
-	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py infra/llm scripts
+	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py infra/llm infra/observability scripts
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
 

@@ -63,9 +63,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_service(module: str, *args: str, timeout_s: float = 120) -> tuple[subprocess.Popen[str], int]:
-    """Start ``python -m module --port 0 ...`` quietly and wait until it serves."""
-    return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s)
+def start_service(module: str, *args: str, timeout_s: float = 120,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+    """Start ``python -m module --port 0 ...`` quietly and wait until it serves (``env`` adds variables)."""
+    return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s, env=env)
 
 
 def stop_service(proc: subprocess.Popen[str]) -> None:

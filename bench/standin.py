@@ -164,3 +164,74 @@ class VisionStandIn(_LoopbackServer):
                     pass
 
         self._serve(Handler)
+
+
+class OtlpSink(_LoopbackServer):
+    """A local OTLP/HTTP receiver (``POST /v1/traces``, protobuf) that keeps the spans it is sent.
+
+    Stands in for a trace backend (Jaeger, an OpenTelemetry Collector, Phoenix) in tests and in the
+    tracing-cost bench; it decodes real OTLP requests with the official protobuf types. With
+    ``keep=False`` it only counts spans (the bench's sink must not grow).
+    """
+
+    def __init__(self, keep: bool = True) -> None:
+        import http.server
+        import threading
+
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        self.spans: list[dict] = []
+        self.count = 0
+        self.keep = keep
+        self._lock = threading.Lock()
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = trace_service_pb2.ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                sink._collect(request)
+                out = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self._serve(Handler)
+        self.endpoint = self.url.removesuffix("/v1")
+
+    def _collect(self, request) -> None:
+        from google.protobuf.json_format import MessageToDict
+
+        for resource in request.resource_spans:
+            service = next((a.value.string_value for a in resource.resource.attributes if a.key == "service.name"),
+                           "")
+            for scope in resource.scope_spans:
+                with self._lock:
+                    self.count += len(scope.spans)
+                    if not self.keep:
+                        continue
+                    for span in scope.spans:
+                        self.spans.append({
+                            "service": service, "name": span.name, "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(), "parent_id": span.parent_span_id.hex(),
+                            "kind": span.kind, "links": [link.trace_id.hex() for link in span.links],
+                            "attributes": {a.key: _any_value(a.value, MessageToDict) for a in span.attributes}})
+
+    def trace(self, trace_id: str) -> list[dict]:
+        """The spans received so far for ``trace_id``."""
+        with self._lock:
+            return [s for s in self.spans if s["trace_id"] == trace_id]
+
+
+def _any_value(value, to_dict):
+    """An OTLP AnyValue as a Python value (scalars as such, arrays and maps as dicts)."""
+    kind = value.WhichOneof("value")
+    if kind in ("string_value", "bool_value", "int_value", "double_value"):
+        return getattr(value, kind)
+    return to_dict(value) if kind else None

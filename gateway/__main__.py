@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 
 import uvicorn
+from prometheus_client import start_http_server
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from services.bootstrap.errors import StartupError
+from services.bootstrap.logs import configure_logging
 from services.bootstrap.settings import fail, settings_from_cli
+from services.bootstrap.telemetry import instrument_process, make_tracer_provider
 
 PROG = "python -m gateway"
 
@@ -17,11 +20,22 @@ PROG = "python -m gateway"
 def main() -> None:
     """Serve the gateway until SIGTERM; a start-up failure is one line and exit code 2."""
     settings = settings_from_cli(GatewaySettings, PROG)  # type: ignore[type-var]
-    logging.basicConfig(level=settings.log_level, format="%(message)s")
+    if settings.workers > 1:
+        from services.bootstrap.workers import supervise
+
+        supervise("gateway", PROG, settings.workers, settings.port, settings.metrics_port)
+    configure_logging("mesh-gateway", settings.log_level)
+    try:
+        provider = make_tracer_provider("mesh-gateway", settings.trace_exporter)
+    except StartupError as exc:
+        fail(PROG, str(exc))
+    instrument_process(provider)
     # proto must say TCP: asyncio only sets TCP_NODELAY on accepted sockets whose listener does
     # (without it, Nagle + delayed ACK add ~40 ms to every response).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if settings.reuse_port:  # a worker of `--workers N`: the kernel spreads connections over the workers
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((settings.host, settings.port))  # port 0 picks a free one; we print the real one
     except OSError as exc:
@@ -29,8 +43,13 @@ def main() -> None:
         fail(PROG, f"port {settings.port} on {settings.host} cannot be bound ({exc.strerror}): stop the process "
                    "holding it, or choose another with --port")
     sock.listen(2048)  # connections queue from now on, so SERVING is true when printed
-    config = uvicorn.Config(create_app(settings), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
-    print(f"SERVING port={sock.getsockname()[1]}", flush=True)
+    metrics_port = None
+    if settings.metrics_port >= 0:  # each worker's own endpoint: the shared port's /metrics is one worker's
+        metrics_http, _thread = start_http_server(settings.metrics_port, addr=settings.host)
+        metrics_port = metrics_http.server_address[1]
+    config = uvicorn.Config(create_app(settings, tracer_provider=provider), log_level="warning", access_log=False,
+                            log_config=None, timeout_graceful_shutdown=5)
+    print(f"SERVING port={sock.getsockname()[1]} metrics_port={metrics_port}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 
 

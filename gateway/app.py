@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
+from opentelemetry import trace
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from gateway import protocol as api
-from gateway.breaker import CircuitBreaker
+from gateway.breaker import CircuitBreaker, export_state
 from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorBody, FieldError
@@ -26,10 +25,8 @@ from gateway.readiness import readiness
 from gateway.reasoning import Reasoning
 from gateway.reasoning import router as reasoning_router
 from gateway.serving import TIMEOUT_HEADER, Deadline, Mesh, request_deadline
+from gateway.telemetry import RequestTelemetry
 
-log = logging.getLogger("gateway.access")
-LATENCY = Histogram("mesh_gateway_request_seconds", "request latency", ["route", "status"],
-                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in {
         400: "invalid request (fields named in `error.fields`)", 401: "missing or wrong API key",
@@ -92,11 +89,14 @@ def build_mesh(settings: GatewaySettings) -> Mesh:
     """Clients, cache and breaker from settings."""
     cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
              else LocalLruCache(settings.cache_max_entries))
+    breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s)
+    export_state(breaker, "embedding")
     return Mesh(AsyncEmbeddingClient(settings.embedding_target), AsyncRetrievalClient(settings.retrieval_target),
-                cache, CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s), settings.embed_budget_share)
+                cache, breaker, settings.embed_budget_share)
 
 
-def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
+def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
+               tracer_provider: trace.TracerProvider | None = None) -> FastAPI:
     """The gateway application (``mesh`` overrides the one built from settings, for tests)."""
 
     @asynccontextmanager
@@ -129,22 +129,15 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
         return request_deadline(request, settings.default_timeout_ms if interactive else settings.admin_timeout_ms)
 
     @app.middleware("http")
-    async def edges(request: Request, call_next):
-        start = time.perf_counter()
-        route = request.url.path
-        if keys and route.startswith("/v1/") and request.headers.get("X-API-Key") not in keys:
-            response: Any = _error(ApiError(401, "unauthenticated", "missing or wrong X-API-Key"))
-        else:
-            response = await call_next(request)
-        elapsed = time.perf_counter() - start
-        LATENCY.labels(_route_label(route),
-                       str(response.status_code)).observe(elapsed)
-        # One JSON line per request, without user text.
-        log.info(json.dumps({"method": request.method, "path": route, "status": response.status_code,
-                             "ms": round(elapsed * 1e3, 2),
-                             "degraded": response.headers.get("X-Mesh-Degraded") == "1",
-                             "cache_hit": response.headers.get("X-Mesh-Cache") == "hit"}))
-        return response
+    async def api_keys(request: Request, call_next):
+        if keys and request.url.path.startswith("/v1/") and request.headers.get("X-API-Key") not in keys:
+            return _error(ApiError(401, "unauthenticated", "missing or wrong X-API-Key"))
+        return await call_next(request)
+
+    # Outermost of ours (added last): request id, route-template metrics, the access line (gateway/telemetry.py).
+    app.add_middleware(RequestTelemetry, routes=app.router.routes)
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider or trace.get_tracer_provider(),
+                                       excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"])
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -240,14 +233,6 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None) -> FastAPI:
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-def _route_label(path: str) -> str:
-    """The metric label of a path (ids folded, so label cardinality stays bounded)."""
-    for prefix in ("/v1/jobs/", "/v1/ocr/jobs/"):
-        if path.startswith(prefix):
-            return prefix + "{id}"
-    return path
 
 
 def _error(exc: ApiError) -> JSONResponse:

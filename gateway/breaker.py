@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import time
 
+from prometheus_client import Gauge
+
+OPEN = Gauge("mesh_gateway_breaker_open", "1 while a dependency's circuit breaker is not closed (open or half-open)",
+             ["dependency"])
+
+
+def export_state(breaker: CircuitBreaker, dependency: str) -> None:
+    """Publish ``breaker``'s state as ``mesh_gateway_breaker_open{dependency=...}`` (read at scrape time)."""
+    OPEN.labels(dependency).set_function(lambda: float(breaker.state != "closed"))
+
 
 class CircuitBreaker:
     """closed -> (N consecutive failures) -> open -> (reset_s) -> half-open: one trial call."""

@@ -20,6 +20,8 @@ from prometheus_client import Counter
 log = logging.getLogger(__name__)
 
 CACHE_EVENTS = Counter("mesh_gateway_embedding_cache", "embedding cache lookups and failures", ["event"])
+for _event in ("hit", "miss", "error"):
+    CACHE_EVENTS.labels(_event)  # every series exists from the start
 
 
 def cache_key(revision: str, kind: str, text: str) -> str:

@@ -42,6 +42,15 @@ class GatewaySettings(BaseSettings):
     max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
     debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")
+    workers: int = Field(1, ge=1, le=64, description="worker processes serving the same port (SO_REUSEPORT); "
+                                                     "with more than 1 this process supervises them")
+    reuse_port: bool = Field(False, description="bind with SO_REUSEPORT (set by the supervisor for its workers)")
+    metrics_port: int = Field(-1, ge=-1, le=65535,
+                              description="also serve /metrics on this port (each worker: port + its index); "
+                                          "-1: only on the gateway's own port")
+    trace_exporter: Literal["none", "console", "otlp"] | None = Field(
+        None, description="where spans go; unset: OTEL_TRACES_EXPORTER, else none (otlp reads "
+                          "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL)")
 
     @field_validator("redis_url")
     @classmethod

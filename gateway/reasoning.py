@@ -28,6 +28,7 @@ from gateway.errors import ApiError, ErrorBody, from_client_error
 from gateway.protocol import Strict
 from gateway.routing import BoundedLoadRing
 from gateway.serving import Deadline, Mesh, request_deadline
+from gateway.telemetry import note
 
 KINDS = {pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT: "first_token_timeout", pb.ERROR_KIND_GENERATION_TIMEOUT:
          "generation_timeout", pb.ERROR_KIND_TOTAL_TIMEOUT: "total_timeout",
@@ -152,7 +153,9 @@ class SummaryResponse(BaseModel):
 
 
 def usage_of(u: pb.Usage) -> LlmUsage:
-    """Proto usage -> REST."""
+    """Proto usage -> REST (and its figures into the request's access line and span)."""
+    note(ttft_ms=round(u.ttft_ns / 1e6, 2), tokens_in=u.prompt_tokens, tokens_out=u.completion_tokens,
+         llm_backend=u.backend, llm_instance=u.instance, tokens_estimated=u.estimated)
     return LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                     ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
                     tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,

@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 from mesh.retrieval.v1 import retrieval_pb2 as rpb
+from opentelemetry import trace
 from prometheus_client import Counter
 
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
@@ -20,9 +21,13 @@ from gateway import protocol as api
 from gateway.breaker import CircuitBreaker
 from gateway.cache import EmbeddingCache, cache_key
 from gateway.errors import ApiError, FieldError, from_client_error
+from gateway.telemetry import note
 
 log = logging.getLogger(__name__)
 DEGRADED = Counter("mesh_gateway_search_degraded", "searches answered keyword-only", ["reason"])
+for _reason in ("breaker_open", "unavailable", "deadline_exceeded", "resource_exhausted", "unknown"):
+    DEGRADED.labels(_reason)  # every series exists from the start
+TRACER = trace.get_tracer("gateway")
 MODES = {"hybrid": rpb.SEARCH_MODE_HYBRID, "dense": rpb.SEARCH_MODE_DENSE, "keyword": rpb.SEARCH_MODE_KEYWORD}
 MODE_NAMES = {v: k for k, v in MODES.items()}
 FIELD_TYPES = {"keyword": rpb.FIELD_TYPE_KEYWORD, "integer": rpb.FIELD_TYPE_INTEGER,
@@ -148,7 +153,10 @@ class Mesh:
                 self.breaker.failure()
         vector, embed_ms, cache_hit, reason = (None, 0.0, False, "")
         if req.mode != "keyword":
-            vector, embed_ms, cache_hit, reason = await self._query_vector(req.query, deadline)
+            with TRACER.start_as_current_span("gateway.query_vector") as span:
+                vector, embed_ms, cache_hit, reason = await self._query_vector(req.query, deadline)
+                span.set_attributes({"mesh.cache_hit": cache_hit, "mesh.degraded_reason": reason,
+                                     "mesh.breaker": self.breaker.state})
         mode = req.mode
         degraded = False
         if vector is None and req.mode != "keyword":
@@ -170,6 +178,10 @@ class Mesh:
         except MeshClientError as err:
             raise from_client_error(err) from None
         retrieval_ms = (time.perf_counter() - t) * 1e3
+        note(collection=req.collection, mode=MODE_NAMES[resp.mode], degraded=degraded or resp.degraded,
+             degraded_reason=reason if degraded else "", cache_hit=cache_hit, hits=len(resp.hits),
+             embed_ms=round(embed_ms, 3), retrieval_ms=round(retrieval_ms, 3),
+             model_revision=self._info.revision if self._info is not None else "")
         return api.SearchResponse(
             hits=[api.Hit(id=h.id, score=h.score, text=h.text, payload=_struct(h.payload),
                           dense_rank=h.dense.rank or None, keyword_rank=h.keyword.rank or None) for h in resp.hits],

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import psutil
 
@@ -84,10 +85,14 @@ def last_line(text: str) -> str:
 
 def start_process(module: str, *args: str, timeout_s: float = 120.0,
                   echo: Callable[[str], None] | None = None,
-                  python: str | None = None) -> tuple[subprocess.Popen[str], int]:
-    """Start the module in its own session and return the process and the port it reported."""
+                  python: str | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+    """Start the module in its own session and return the process and the port it reported.
+
+    ``env`` adds to (or overrides) this process's environment for the child.
+    """
     proc = subprocess.Popen([python or sys.executable, "-m", module, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     seen: list[str] = []
@@ -182,6 +187,38 @@ def _signal(proc: subprocess.Popen, group: int | None, sig: int) -> None:
             proc.send_signal(sig)
     except ProcessLookupError:
         pass
+
+
+def run_children(prefix: str, procs: list[subprocess.Popen], start: Callable[[], None], *,
+                 stopped: str = "", describe: Callable[[subprocess.Popen], str] | None = None) -> NoReturn:
+    """The body every launcher shares (mesh runner, ops view, worker supervisor); never returns.
+
+    ``start()`` starts the children, appending each to ``procs`` as soon as it runs. Then wait until
+    SIGTERM or Ctrl-C (exit 0), or until a child exits by itself (exit 1); a :class:`LaunchError` is
+    one line and exit 2. Every child's process group is stopped in all cases.
+    """
+    interrupt_on_sigterm()
+    code = 0
+    try:
+        start()
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        name = describe or (lambda p: " ".join(map(str, p.args))[:80])  # type: ignore[arg-type]
+        exited = ", ".join(f"{name(p)} (exit {p.returncode})" for p in procs if p.poll() is not None)
+        print(f"{prefix}: error: a process exited: {exited}; stopping the others", file=sys.stderr, flush=True)
+        code = 1
+    except LaunchError as exc:
+        print(f"{prefix}: error: {exc}", file=sys.stderr, flush=True)
+        code = 2
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_all(list(reversed(procs)), 15.0)
+        if stopped:
+            print(stopped, flush=True)
+    raise SystemExit(code)
 
 
 def interrupt_on_sigterm() -> None:

@@ -13,20 +13,18 @@ gateway (REST) on 8080. Services expose Prometheus metrics on 9101-9104 (the gat
 from __future__ import annotations
 
 import json
-import signal
+import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from infra.llm.server import start_llm_server
 from scripts.processes import (
-    LaunchError,
-    interrupt_on_sigterm,
+    port_holders,
     require_free_port,
+    run_children,
     start_process,
     start_redis,
-    stop_all,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +39,7 @@ SERVICES = [
 ]
 REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
 LLM_PORT = 8081
+OTLP_PORT = 4317  # OTLP/gRPC of the trace UI that `make ops` runs
 # A 1.5B model on two CPU cores writes ~10 tokens/s and a 5-item reasons call takes about a minute
 # (bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo accordingly.
 GATEWAY_LLM_FLAGS = ["--reasoning-first-token-s", "60", "--reasoning-generation-s", "120",
@@ -179,9 +178,23 @@ def check_ports() -> None:
             require_free_port(metrics_port, f"{name} metrics")
 
 
+def trace_export() -> None:
+    """Send every process's spans to the local trace UI (``make ops``: Phoenix on 4317) when it runs."""
+    if os.environ.get("OTEL_TRACES_EXPORTER"):
+        print(f"[mesh] traces: OTEL_TRACES_EXPORTER={os.environ['OTEL_TRACES_EXPORTER']} (from the environment)",
+              flush=True)
+    elif port_holders(OTLP_PORT):
+        os.environ.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{OTLP_PORT}"})
+        print(f"[mesh] traces: OTLP to 127.0.0.1:{OTLP_PORT} (the trace UI of `make ops`)", flush=True)
+    else:
+        print(f"[mesh] traces: off (nothing listens on {OTLP_PORT}; start `make ops` first to see them)", flush=True)
+
+
 def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:
     """Redis, the LLM server, then every service; ``procs`` collects each process as soon as it runs."""
     LOGS.mkdir(parents=True, exist_ok=True)
+    trace_export()
     redis, redis_url = start_redis(ROOT / ".data" / "redis", REDIS_PORT)
     procs.append(redis)
     print(f"[mesh] redis on {redis_url}", flush=True)
@@ -206,10 +219,9 @@ def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:
 
 def main() -> None:
     """Start, show, serve until interrupted, stop everything (also on SIGTERM and on a failed start)."""
-    interrupt_on_sigterm()
     procs: list[subprocess.Popen] = []
-    code = 0
-    try:
+
+    def start() -> None:
         check_ports()
         ports = start_mesh(procs)
         example(ports["embedding"])
@@ -222,23 +234,8 @@ def main() -> None:
         print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics)\n"
               f"service metrics: {metrics}\nlogs in {LOGS.relative_to(ROOT)}/. Ctrl-C stops the mesh.\n",
               flush=True)
-        while all(p.poll() is None for p in procs):
-            time.sleep(0.5)
-        exited = ", ".join(" ".join(map(str, p.args))[:80] for p in procs if p.poll() is not None)  # type: ignore[arg-type]
-        print(f"[mesh] error: a process exited: {exited} (logs in {LOGS.relative_to(ROOT)}/)", file=sys.stderr,
-              flush=True)
-        code = 1
-    except LaunchError as exc:
-        print(f"[mesh] error: {exc}", file=sys.stderr, flush=True)
-        code = 2
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop_all(list(reversed(procs)), 15.0)
-        print("mesh stopped", flush=True)
-    raise SystemExit(code)
+
+    run_children("[mesh]", procs, start, stopped="mesh stopped")
 
 if __name__ == "__main__":
     main()

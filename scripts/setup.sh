@@ -60,6 +60,16 @@ if need_stamp llm infra/llm/requirements.txt; then
   done_stamp llm
 fi
 
+# 3c. The ops view's own environment (scripts/run_ops.py, `make ops`): Arize Phoenix, the trace UI that
+#     receives OTLP; it pulls many packages of its own, so it never shares .venv (~1 min on first install).
+if [[ ! -x .venv-ops/bin/python ]]; then say "creating .venv-ops"; "$PY" -m venv .venv-ops; fi
+if need_stamp ops infra/observability/requirements-ops.txt; then
+  say "installing the ops view (Arize Phoenix) into .venv-ops"
+  .venv-ops/bin/python -m pip install -q --upgrade pip
+  .venv-ops/bin/python -m pip install -q -r infra/observability/requirements-ops.txt
+  done_stamp ops
+fi
+
 # 4. Protocol tooling (buf, pinned in package.json).
 if need_stamp npm package.json; then
   say "installing buf (npm)"

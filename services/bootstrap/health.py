@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+
 log = logging.getLogger(__name__)
 
 Probe = Callable[[], Awaitable[object]]
@@ -110,7 +112,8 @@ class DependencyMonitor:
 
     async def _probe(self, dep: Dependency) -> str | None:
         try:
-            await asyncio.wait_for(dep.probe(), self.probe_timeout_s)
+            with suppress_instrumentation():  # probes are not requests: no spans for them
+                await asyncio.wait_for(dep.probe(), self.probe_timeout_s)
         except Exception as exc:  # noqa: BLE001 - any failure means "not reachable now"; the reason is logged
             return f"{type(exc).__name__}: {exc}".strip().rstrip(":") or type(exc).__name__
         return None

@@ -126,11 +126,13 @@ async def create_server(
         tracing_interceptor(tracer_provider or trace.get_tracer_provider()),
         MetricsInterceptor(metrics),
     ]
-    server = grpc.aio.server(interceptors=interceptors, options=options or [
-        ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-        ("grpc.so_reuseport", 0),
-    ])
+    base = [(k, v) for k, v in (options or [("grpc.max_receive_message_length", 16 * 1024 * 1024)])
+            if k != "grpc.so_reuseport"]
+    server = grpc.aio.server(interceptors=interceptors,
+                             options=[*base, ("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
     names = [r.descriptor.full_name for r in registrations]
+    metrics.declare([(f"/{r.descriptor.full_name}/{m.name}", _kind(m)) for r in registrations
+                     for m in r.descriptor.methods])
     server.add_generic_rpc_handlers([service_handler(r.descriptor, r.servicer) for r in registrations])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -154,6 +156,11 @@ async def create_server(
     http, mport = start_metrics_endpoint(settings.metrics_host, settings.metrics_port, registry)
     mesh._metrics_http, mesh.metrics_port = http, mport
     return mesh
+
+
+def _kind(method: Any) -> str:
+    return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream",
+            (True, True): "bidi_stream"}[(method.client_streaming, method.server_streaming)]
 
 
 async def serve(
@@ -220,13 +227,22 @@ def run_service(
     taken port, missing files, a dependency refusing at start) is one line on stderr and exit code 2;
     ``--debug`` adds the traceback.
     """
+    from services.bootstrap.logs import configure_logging
     from services.bootstrap.settings import fail, settings_from_cli
-    from services.bootstrap.telemetry import make_tracer_provider
+    from services.bootstrap.telemetry import instrument_process, make_tracer_provider
 
     prog = f"python -m services.{name}"
     settings = settings_from_cli(settings_cls, prog)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    provider = make_tracer_provider(f"mesh-{name}", settings.trace_exporter)
+    if settings.workers > 1:
+        from services.bootstrap.workers import supervise
+
+        supervise(f"services.{name}", prog, settings.workers, settings.port, settings.metrics_port)
+    configure_logging(f"mesh-{name}", settings.log_level)
+    try:
+        provider = make_tracer_provider(f"mesh-{name}", settings.trace_exporter)
+    except StartupError as exc:
+        fail(prog, str(exc))
+    instrument_process(provider)
 
     async def build():
         service = await create(settings, tracer_provider=provider)

@@ -21,12 +21,16 @@ class ServiceSettings(BaseSettings):
     metrics_port: int = Field(-1, ge=-1, le=65535,
                               description="Prometheus /metrics port; 0 picks one, -1 disables")
     grace_period_s: float = Field(5.0, gt=0, description="how long SIGTERM waits for in-flight RPCs")
-    trace_exporter: Literal["none", "console", "otlp"] = Field(
-        "none", description="where spans go (otlp reads OTEL_EXPORTER_OTLP_ENDPOINT)")
+    trace_exporter: Literal["none", "console", "otlp"] | None = Field(
+        None, description="where spans go; unset: OTEL_TRACES_EXPORTER, else none (otlp reads "
+                          "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
     health_interval_s: float = Field(2.0, gt=0, le=300,
                                      description="how often dependencies are probed for health per capability")
     debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")
+    workers: int = Field(1, ge=1, le=64, description="worker processes serving the same port (SO_REUSEPORT); "
+                                                     "with more than 1 this process supervises them")
+    reuse_port: bool = Field(False, description="bind with SO_REUSEPORT (set by the supervisor for its workers)")
 
 
 def fail(prog: str, message: str, code: int = 2) -> NoReturn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -11,27 +12,69 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from services.bootstrap.errors import StartupError
 
 log = logging.getLogger(__name__)
 
+# Up to two minutes: LLM streams and OCR jobs run for tens of seconds, and the p95 > 10 s / p99 > 30 s
+# alerts need buckets above their thresholds.
 LATENCY_BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5,
-                   1.0, 2.5, 5.0, 10.0)
+                   1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0)
 
 
-def make_tracer_provider(service_name: str, exporter: str) -> TracerProvider:
-    """A tracer provider for one process; ``exporter`` is ``none``, ``console`` or ``otlp``."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    if exporter == "console":
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-    elif exporter == "otlp":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        except ImportError as exc:  # optional dependency, named in the README
-            raise SystemExit("trace exporter 'otlp' needs opentelemetry-exporter-otlp-proto-grpc") from exc
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+def make_tracer_provider(service_name: str, exporter: str | None = None) -> TracerProvider:
+    """A tracer provider for one process, configured by the standard OpenTelemetry variables.
+
+    ``OTEL_SERVICE_NAME`` overrides ``service_name``; ``exporter`` (the process's setting) or else
+    ``OTEL_TRACES_EXPORTER`` picks ``otlp``, ``console`` or ``none`` (comma-separated for several);
+    OTLP reads ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`` (``grpc``
+    or ``http/protobuf``); the sampler comes from ``OTEL_TRACES_SAMPLER(_ARG)`` (default: parent-based,
+    always on).
+    """
+    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    kinds = exporter or os.environ.get("OTEL_TRACES_EXPORTER", "none")
+    for kind in (k.strip() for k in kinds.split(",")):
+        if kind == "console":
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        elif kind == "otlp":
+            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+        elif kind not in ("none", ""):
+            raise StartupError(f"unknown trace exporter {kind!r} (--trace-exporter or OTEL_TRACES_EXPORTER): "
+                               "use otlp, console or none")
     return provider
+
+
+def _otlp_exporter() -> SpanExporter:
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc")
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return HttpExporter()
+    raise StartupError(f"unsupported OTLP protocol {protocol!r} (OTEL_EXPORTER_OTLP_PROTOCOL): "
+                       "use grpc or http/protobuf")
+
+
+def instrument_process(provider: TracerProvider) -> None:
+    """Make ``provider`` the process's and trace every outbound call (gRPC and httpx clients).
+
+    gRPC clients carry W3C trace context and baggage in their metadata (health checks left out);
+    httpx clients (LLM and VLM backends) carry the trace context in their headers.
+    """
+    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    trace.set_tracer_provider(provider)
+    GrpcAioInstrumentorClient(filter_=filters.negate(filters.health_check())).instrument(tracer_provider=provider)
+    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
 
 
 def tracing_interceptor(provider: trace.TracerProvider) -> grpc.aio.ServerInterceptor:
@@ -39,44 +82,154 @@ def tracing_interceptor(provider: trace.TracerProvider) -> grpc.aio.ServerInterc
     return aio_server_interceptor(tracer_provider=provider, filter_=filters.negate(filters.health_check()))
 
 
+def _cpu_limit_cores() -> float:
+    """The cgroup v2 CPU quota in cores, else the CPUs this process may run on."""
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    return float(len(os.sched_getaffinity(0)))
+
+
+def _memory_limit_bytes() -> float:
+    """The cgroup v2 memory limit, else the host's memory."""
+    try:
+        raw = open("/sys/fs/cgroup/memory.max").read().strip()
+        if raw != "max":
+            return float(raw)
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def register_process_limits(registry: CollectorRegistry = REGISTRY) -> None:
+    """Gauges of this process's CPU and memory limits, so alerts compare usage with what it may use."""
+    try:
+        Gauge("mesh_process_cpu_limit_cores", "CPU cores this process may use (cgroup quota or affinity)",
+              registry=registry).set_function(_cpu_limit_cores)
+        Gauge("mesh_process_memory_limit_bytes", "memory this process may use (cgroup limit or host memory)",
+              registry=registry).set_function(_memory_limit_bytes)
+    except ValueError:  # already registered in this registry (one process, several servers in tests)
+        pass
+
+
 class RpcMetrics:
-    """Prometheus RPC counters and latency histogram of one process (by method and status)."""
+    """Prometheus RPC metrics of one process: every RPC, streams included (by method, type and final code)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        self.latency = Histogram("mesh_grpc_server_handling_seconds", "RPC handling time",
+        self.started = Counter("mesh_grpc_server_started", "RPCs started", ["method", "type"], registry=registry)
+        self.latency = Histogram("mesh_grpc_server_handling_seconds", "RPC handling time (streams: until the end)",
                                  ["method", "code"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.requests = Counter("mesh_grpc_server_handled", "RPCs handled", ["method", "code"],
+        self.requests = Counter("mesh_grpc_server_handled", "RPCs finished, by status code", ["method", "code"],
                                 registry=registry)
+        self.received = Counter("mesh_grpc_server_msg_received", "stream messages received", ["method"],
+                                registry=registry)
+        self.sent = Counter("mesh_grpc_server_msg_sent", "stream messages sent", ["method"], registry=registry)
+        register_process_limits(registry)
+
+    def declare(self, methods: list[tuple[str, str]]) -> None:
+        """Create the series of every method at zero, so dashboards and alerts see them before the first call."""
+        for method, kind in methods:
+            self.started.labels(method, kind)
+            self.requests.labels(method, "OK")
+            self.latency.labels(method, "OK")
+            if kind != "unary":
+                self.received.labels(method)
+                self.sent.labels(method)
+
+
+_KINDS = {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream",
+          (True, True): "bidi_stream"}
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Times unary RPCs and counts every RPC by its final status code."""
+    """Counts, times and counts the messages of every RPC — unary and streaming — by its final status code."""
 
     def __init__(self, metrics: RpcMetrics) -> None:
         self.metrics = metrics
 
     async def intercept_service(self, continuation, handler_call_details):  # noqa: D102
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
         method = handler_call_details.method
-        inner = handler.unary_unary
+        if method.startswith(("/grpc.health.", "/grpc.reflection.")):
+            return handler
         metrics = self.metrics
+        kind = _KINDS[(handler.request_streaming, handler.response_streaming)]
 
-        async def timed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            start = time.perf_counter()
-            code = "OK"
+        def finish(context: grpc.aio.ServicerContext, start: float, failed: bool) -> None:
+            code = (context.code() or grpc.StatusCode.UNKNOWN).name if failed else (
+                (context.code() or grpc.StatusCode.OK).name)
+            metrics.latency.labels(method, code).observe(time.perf_counter() - start)
+            metrics.requests.labels(method, code).inc()
+
+        async def counted(requests: Any) -> Any:
+            async for request in requests:
+                metrics.received.labels(method).inc()
+                yield request
+
+        if kind == "unary":
+            inner_unary = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                start, failed = time.perf_counter(), False
+                metrics.started.labels(method, kind).inc()
+                try:
+                    return await inner_unary(request, context)
+                except BaseException:
+                    failed = True
+                    raise
+                finally:
+                    finish(context, start, failed)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+        inner = handler.unary_stream or handler.stream_unary or handler.stream_stream
+
+        if handler.response_streaming:
+            async def streaming(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+                start, failed = time.perf_counter(), False
+                metrics.started.labels(method, kind).inc()
+                arg = counted(request_or_iterator) if handler.request_streaming else request_or_iterator
+                try:
+                    async for response in inner(arg, context):
+                        metrics.sent.labels(method).inc()
+                        yield response
+                except BaseException:
+                    failed = True
+                    raise
+                finally:
+                    finish(context, start, failed)
+
+            make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                    else grpc.unary_stream_rpc_method_handler)
+            return make(streaming, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+
+        async def client_stream(request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+            start, failed = time.perf_counter(), False
+            metrics.started.labels(method, kind).inc()
             try:
-                return await inner(request, context)
+                return await inner(counted(request_iterator), context)
             except BaseException:
-                code = (context.code() or grpc.StatusCode.UNKNOWN).name
+                failed = True
                 raise
             finally:
-                metrics.latency.labels(method, code).observe(time.perf_counter() - start)
-                metrics.requests.labels(method, code).inc()
+                finish(context, start, failed)
 
-        return grpc.unary_unary_rpc_method_handler(
-            timed, request_deserializer=handler.request_deserializer,
+        return grpc.stream_unary_rpc_method_handler(
+            client_stream, request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from prometheus_client import REGISTRY, CollectorRegistry, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Histogram
 
 from services.bootstrap.errors import DeadlineExceeded, Overloaded
 from services.embedding.engine.base import EmbeddingEngine
@@ -97,6 +97,9 @@ class BatcherMetrics:
         self.inference = Histogram("mesh_embedding_inference_seconds", "inference time per batch",
                                    buckets=(0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256,
                                             0.512, 1.0, 2.0), registry=registry)
+        self.queue_depth = Gauge("mesh_embedding_queue_depth", "texts waiting for a batch", registry=registry)
+        self.queue_capacity = Gauge("mesh_embedding_queue_capacity",
+                                    "texts the queue holds before answering RESOURCE_EXHAUSTED", registry=registry)
 
 
 class MicroBatcher:
@@ -122,6 +125,9 @@ class MicroBatcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
         self._task: asyncio.Task[None] | None = None
         self._last_batch_s = 0.05  # prior for the retry estimate until a batch has run
+        if metrics is not None:
+            metrics.queue_depth.set_function(lambda: self._queued_texts)
+            metrics.queue_capacity.set(max_queue_texts)
 
     @property
     def queued_texts(self) -> int:

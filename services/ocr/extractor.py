@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
 from PIL import Image
 from prometheus_client import Counter, Histogram
 
@@ -15,9 +16,12 @@ from services.ocr.engine import Line, Recognition, TesseractPool
 from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, preprocess
 from services.ocr.vlm import VisionReader
 
+TRACER = trace.get_tracer("services.ocr")
 PAGES = Counter("mesh_ocr_pages", "pages read, by the engine whose text was returned", ["engine"])
 FALLBACKS = Counter("mesh_ocr_fallback", "pages Tesseract failed on, by reason and what followed",
                     ["reason", "outcome"])
+for _engine in ("tesseract", "vlm"):  # both series exist from the start
+    PAGES.labels(_engine)
 PAGE_SECONDS = Histogram("mesh_ocr_page_seconds", "time per page (preprocess + OCR + VLM)",
                          buckets=(0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8))
 
@@ -114,49 +118,56 @@ class Extractor:
         if self._slots.locked():
             raise Overloaded("every OCR engine is busy and the waiting line is full", retry_after_s=0.5)
         async with self._slots:
-            start = time.perf_counter_ns()
-            languages = options.languages or self.pool.languages
-            prep = Preprocess(max_side=self.prep.max_side, deskew=self.prep.deskew and options.deskew,
-                              max_skew_deg=self.prep.max_skew_deg,
-                              smooth_radius=self.prep.smooth_radius if options.smooth else 0.0)
-            loop = asyncio.get_running_loop()
+            with TRACER.start_as_current_span("ocr.page", attributes={"mesh.ocr.page": index}) as span:
+                page = await self._read(index, image, options, decode_ns)
+                span.set_attributes({"mesh.ocr.engine": page.engine, "mesh.ocr.fallback": page.fallback_reason,
+                                     "mesh.ocr.confidence": round(page.mean_confidence, 1)})
+                return page
 
-            def work() -> tuple[Image.Image, float, Recognition, int, int]:
-                t0 = time.perf_counter_ns()
-                gray, angle = preprocess(image, prep)
-                t1 = time.perf_counter_ns()
-                rec = self.pool.recognize(gray, languages)
-                return gray, angle, rec, t1 - t0, time.perf_counter_ns() - t1
+    async def _read(self, index: int, image: Image.Image, options: ExtractOptions, decode_ns: int) -> PageResult:
+        start = time.perf_counter_ns()
+        languages = options.languages or self.pool.languages
+        prep = Preprocess(max_side=self.prep.max_side, deskew=self.prep.deskew and options.deskew,
+                          max_skew_deg=self.prep.max_skew_deg,
+                          smooth_radius=self.prep.smooth_radius if options.smooth else 0.0)
+        loop = asyncio.get_running_loop()
 
-            gray, angle, rec, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
-            page = PageResult(index=index, text=rec.text, lines=_lines(rec), mean_confidence=rec.mean_confidence,
-                              engine="tesseract", skew_degrees=angle, ocr_size=gray.size)
-            page.fallback_reason = self.policy.failure(rec)
-            vlm_ns = 0
-            if page.fallback_reason:
-                if not options.fallback:
-                    page.fallback_error = "fallback disabled by the request"
-                elif self.reader is None:
-                    page.fallback_error = "vlm_disabled: no VLM configured"
+        def work() -> tuple[Image.Image, float, Recognition, int, int]:
+            t0 = time.perf_counter_ns()
+            gray, angle = preprocess(image, prep)
+            t1 = time.perf_counter_ns()
+            rec = self.pool.recognize(gray, languages)
+            return gray, angle, rec, t1 - t0, time.perf_counter_ns() - t1
+
+        gray, angle, rec, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
+        page = PageResult(index=index, text=rec.text, lines=_lines(rec), mean_confidence=rec.mean_confidence,
+                          engine="tesseract", skew_degrees=angle, ocr_size=gray.size)
+        page.fallback_reason = self.policy.failure(rec)
+        vlm_ns = 0
+        if page.fallback_reason:
+            if not options.fallback:
+                page.fallback_error = "fallback disabled by the request"
+            elif self.reader is None:
+                page.fallback_error = "vlm_disabled: no VLM configured"
+            else:
+                t = time.perf_counter_ns()
+                try:
+                    text = await self.reader.read(gray, self.vlm_timeout_s)
+                except DependencyUnavailable as err:
+                    page.fallback_error = err.message
                 else:
-                    t = time.perf_counter_ns()
-                    try:
-                        text = await self.reader.read(gray, self.vlm_timeout_s)
-                    except DependencyUnavailable as err:
-                        page.fallback_error = err.message
-                    else:
-                        page.text, page.engine = text, "vlm"
-                        page.lines = [Line(t, 0.0, (0, 0, 0, 0)) for t in text.splitlines() if t.strip()]
-                    vlm_ns = time.perf_counter_ns() - t
-            if page.fallback_reason:
-                outcome = "vlm" if page.engine == "vlm" else ("disabled" if page.fallback_error.startswith(
-                    ("vlm_disabled", "fallback disabled")) else "vlm_failed")
-                FALLBACKS.labels(page.fallback_reason, outcome).inc()
-            PAGES.labels(page.engine).inc()
-            PAGE_SECONDS.observe((time.perf_counter_ns() - start) / 1e9)
-            page.timings = {"decode_ns": decode_ns, "preprocess_ns": prep_ns, "ocr_ns": ocr_ns, "vlm_ns": vlm_ns,
-                            "total_ns": decode_ns + time.perf_counter_ns() - start}
-            return page
+                    page.text, page.engine = text, "vlm"
+                    page.lines = [Line(t, 0.0, (0, 0, 0, 0)) for t in text.splitlines() if t.strip()]
+                vlm_ns = time.perf_counter_ns() - t
+        if page.fallback_reason:
+            outcome = "vlm" if page.engine == "vlm" else ("disabled" if page.fallback_error.startswith(
+                ("vlm_disabled", "fallback disabled")) else "vlm_failed")
+            FALLBACKS.labels(page.fallback_reason, outcome).inc()
+        PAGES.labels(page.engine).inc()
+        PAGE_SECONDS.observe((time.perf_counter_ns() - start) / 1e9)
+        page.timings = {"decode_ns": decode_ns, "preprocess_ns": prep_ns, "ocr_ns": ocr_ns, "vlm_ns": vlm_ns,
+                        "total_ns": decode_ns + time.perf_counter_ns() - start}
+        return page
 
     async def extract(self, data: bytes, options: ExtractOptions, max_pages: int | None = None) -> list[PageResult]:
         """Read every page of one upload."""

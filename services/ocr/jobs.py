@@ -20,6 +20,7 @@ from dataclasses import asdict
 from typing import Any, cast
 
 import redis.asyncio as aioredis
+from opentelemetry import propagate, trace
 from redis.exceptions import RedisError
 
 from services.bootstrap.errors import (
@@ -36,6 +37,7 @@ from services.ocr.engine import Line
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 
 log = logging.getLogger(__name__)
+TRACER = trace.get_tracer("services.ocr")
 QUEUE = "ocr:queue"
 HEARTBEAT_S = 5
 LEASE_S = 15
@@ -52,6 +54,13 @@ def page_from_json(raw: str | bytes) -> PageResult:
     data["lines"] = [Line(ln["text"], ln["confidence"], tuple(ln["box"])) for ln in data["lines"]]
     data["ocr_size"] = tuple(data["ocr_size"])
     return PageResult(**data)
+
+
+def _trace_carrier() -> dict[str, str]:
+    """The current trace context as W3C headers (stored with a job, so its run links back to the request)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
 
 
 def _now_ms() -> int:
@@ -115,7 +124,7 @@ class JobStore:
         state: dict[str, str | int] = {
             "job_id": job_id, "state": "QUEUED", "pages_total": pages, "pages_done": 0, "error": "",
             "created_unix_ms": now, "updated_unix_ms": now, "expires_unix_ms": now + self.ttl_s * 1000,
-            "options": json.dumps(asdict(options))}
+            "options": json.dumps(asdict(options)), "trace": json.dumps(_trace_carrier())}
         try:
             if await self.redis.llen(QUEUE) >= self.max_queued:
                 raise Overloaded(f"{self.max_queued} jobs already queued", retry_after_s=5.0)
@@ -137,6 +146,7 @@ class JobStore:
         for k in ("pages_total", "pages_done", "created_unix_ms", "updated_unix_ms", "expires_unix_ms"):
             out[k] = int(out.get(k, 0))
         out.pop("options", None)
+        out.pop("trace", None)
         return out
 
     async def status(self, job_id: str) -> dict:
@@ -219,11 +229,19 @@ class JobStore:
 
     async def run_job(self, job_id: str) -> None:
         """Read every page not yet read; record progress; mark the job finished."""
-        key, pages_key = self._key(job_id), self._key(job_id, "pages")
+        key = self._key(job_id)
         meta = await self.redis.hgetall(key)
         if not meta:
             return  # expired before a worker got to it
         options = ExtractOptions(**json.loads(meta[b"options"]))
+        # The job runs later, maybe elsewhere: its own trace, linked to the request that submitted it.
+        submitted = trace.get_current_span(propagate.extract(json.loads(meta.get(b"trace") or b"{}")))
+        links = [trace.Link(submitted.get_span_context())] if submitted.get_span_context().is_valid else []
+        with TRACER.start_as_current_span("ocr.job", links=links, attributes={"mesh.ocr.job_id": job_id}):
+            await self._run_job(job_id, key, meta, options)
+
+    async def _run_job(self, job_id: str, key: str, meta: dict, options: ExtractOptions) -> None:
+        pages_key = self._key(job_id, "pages")
         await self.redis.hset(key, mapping={"state": "RUNNING", "updated_unix_ms": _now_ms()})
         done = {int(k) for k in await self.redis.hkeys(pages_key)}
         index = 0

@@ -85,7 +85,7 @@ async def create_ocr_service(
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,
                                                                                    settings.max_sync_pages))],
                                tracer_provider=tracer_provider, registry=registry,
-                               options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
+                               options=[("grpc.max_receive_message_length", limit)],
                                dependencies=[Dependency("redis", jobs.ping)],
                                capabilities={"jobs": Requirement(("redis",))})
     jobs.watch_redis(mesh.monitor)

@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import cast
 
+from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
 from services.reasoning.backends.base import BackendError, Chunk, GenerationParams, LlmBackend
@@ -22,6 +23,12 @@ from services.reasoning.backends.base import BackendError, Chunk, GenerationPara
 TTFT = Histogram("mesh_reasoning_ttft_seconds", "time to first token", ["backend"],
                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 30))
 FAILURES = Counter("mesh_reasoning_failures", "calls ended by an error or a failover", ["backend", "kind"])
+TOKENS = Counter("mesh_reasoning_tokens", "tokens per backend call (estimated when the backend reports none)",
+                 ["backend", "type"])
+TOKENS_PER_SECOND = Histogram("mesh_reasoning_tokens_per_second", "generation speed of finished calls", ["backend"],
+                              buckets=(1, 2, 5, 10, 20, 30, 50, 75, 100, 200, 500))
+COST = Counter("mesh_reasoning_cost_usd", "cost of backend calls from the price table", ["backend"])
+FAILURE_KINDS = ("first_token_timeout", "generation_timeout", "total_timeout", "backend_failed")
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,14 @@ class Generator:
         self.backends = backends
         self.defaults = defaults
         self.prices = prices
+        for backend in backends:  # every series exists from the start (dashboards, rate() over zero)
+            TTFT.labels(backend.name)
+            TOKENS_PER_SECOND.labels(backend.name)
+            COST.labels(backend.name)
+            for kind in ("prompt", "completion"):
+                TOKENS.labels(backend.name, kind)
+            for kind in FAILURE_KINDS:
+                FAILURES.labels(backend.name, kind)
 
     async def stream(self, messages: list[dict[str, str]], params: GenerationParams, timeouts: Timeouts,
                      *, failover: bool = True) -> AsyncIterator[Event]:
@@ -217,6 +232,15 @@ class Generator:
         usage.tokens_per_second = (usage.completion_tokens - 1) / gen_s if gen_s > 0 and usage.completion_tokens > 1 \
             else 0.0
         usage.cost_usd = self.prices.cost(backend.model, usage.prompt_tokens, usage.completion_tokens)
+        TOKENS.labels(backend.name, "prompt").inc(usage.prompt_tokens)
+        TOKENS.labels(backend.name, "completion").inc(usage.completion_tokens)
+        COST.labels(backend.name).inc(usage.cost_usd)
+        if usage.tokens_per_second > 0:
+            TOKENS_PER_SECOND.labels(backend.name).observe(usage.tokens_per_second)
+        trace.get_current_span().set_attributes({
+            "mesh.llm.backend": backend.name, "mesh.llm.model": backend.model,
+            "mesh.llm.tokens_in": usage.prompt_tokens, "mesh.llm.tokens_out": usage.completion_tokens,
+            "mesh.llm.ttft_ms": round((first_at - start) * 1e3, 1), "mesh.llm.tokens_estimated": usage.estimated})
 
     async def complete(self, messages: list[dict[str, str]], params: GenerationParams, timeouts: Timeouts,
                        *, failover: bool = True) -> Finished | Failed:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry import trace
 
 from services.bootstrap.errors import (
     DeadlineExceeded,
@@ -35,6 +36,7 @@ from services.retrieval.query import (
 from services.retrieval.store import CatalogMeta, CatalogStore, StoredPoint
 
 log = logging.getLogger(__name__)
+TRACER = trace.get_tracer("services.retrieval")
 
 
 class Embedder(Protocol):
@@ -208,6 +210,16 @@ class Retriever:
 
     async def _search(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None,
                       start: float) -> SearchOutcome:
+        with TRACER.start_as_current_span("retrieval.search", attributes={
+                "mesh.collection": meta.name, "mesh.requested_mode": q.mode or "hybrid",
+                "mesh.vector_given": q.vector is not None}) as span:
+            out = await self._search_stages(meta, q, deadline_s, start)
+            span.set_attributes({"mesh.mode": out.mode, "mesh.degraded": out.degraded, "mesh.hits": len(out.hits),
+                                 "mesh.fusion": out.fusion or "", "mesh.model_revision": meta.embedding_revision})
+            return out
+
+    async def _search_stages(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None,
+                             start: float) -> SearchOutcome:
         name = meta.name
         self._check_analyzer(meta)
         validate_search(q, meta.fields, meta.dim)
@@ -218,8 +230,10 @@ class Retriever:
         if mode in ("hybrid", "dense") and vector is None:
             budget = self.embed_timeout_s if deadline_s is None else min(self.embed_timeout_s, 0.5 * deadline_s)
             t = time.perf_counter()
+            stage = TRACER.start_span("retrieval.embed", attributes={"mesh.budget_ms": round(budget * 1e3, 1)})
             try:
-                vecs, revision = await self._embed([q.text], "query", budget)
+                with trace.use_span(stage, end_on_exit=True):
+                    vecs, revision = await self._embed([q.text], "query", budget)
                 if revision != meta.embedding_revision:
                     log.warning("query embedded with %s but %s holds %s: keyword only", revision, name,
                                 meta.embedding_revision)
@@ -238,11 +252,17 @@ class Retriever:
                                                "could not provide one")
                 mode = "keyword"
         t = time.perf_counter()
-        terms = (await self._terms([q.text]))[0] if mode != "dense" else []
-        sparse = Bm25.query(terms)
+        with TRACER.start_as_current_span("retrieval.analyze"):
+            terms = (await self._terms([q.text]))[0] if mode != "dense" else []
+            sparse = Bm25.query(terms)
         tokenize_ns = int((time.perf_counter() - t) * 1e9)
         t = time.perf_counter()
-        hits = await self._run_db(self.searcher.search, meta.collection, q, mode, vector, sparse)
+        # Both legs run in one engine round trip; fusion follows in the same call (hybrid.py).
+        with TRACER.start_as_current_span("retrieval.legs_and_fusion", attributes={"mesh.mode": mode}) as span:
+            hits = await self._run_db(self.searcher.search, meta.collection, q, mode, vector, sparse)
+            span.set_attributes({"mesh.dense_hits": sum(1 for h in hits if h.dense is not None),
+                                 "mesh.keyword_hits": sum(1 for h in hits if h.keyword is not None),
+                                 "mesh.fusion": q.fusion if mode == "hybrid" else ""})
         search_ns = int((time.perf_counter() - t) * 1e9)
         return SearchOutcome(hits, mode, degraded, q.fusion if mode == "hybrid" else None, embed_ns, tokenize_ns,
                              search_ns, int((time.perf_counter() - start) * 1e9))

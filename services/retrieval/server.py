@@ -16,7 +16,7 @@ from services.retrieval.embedding_client import GrpcEmbedder
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.retriever import Embedder, Retriever
 from services.retrieval.servicer import RetrievalServicer
-from services.retrieval.store import open_store
+from services.retrieval.store import open_store, store_options
 
 SERVICE = pb.DESCRIPTOR.services_by_name["RetrievalService"]
 
@@ -59,8 +59,12 @@ async def create_retrieval_service(
         import os
 
         os.makedirs(settings.qdrant_location, exist_ok=True)
+    if settings.reuse_port and not settings.qdrant_location.startswith("http"):
+        raise StartupError("several retrieval workers need a Qdrant server (--qdrant-location http://...): the "
+                           "embedded engine's folder cannot be shared by processes")
     try:
-        store = open_store(settings.qdrant_location, settings.qdrant_engine, settings.qdrant_timeout_s)
+        store = open_store(settings.qdrant_location, settings.qdrant_engine, settings.qdrant_timeout_s,
+                           options=store_options(settings))
     except (RuntimeError, OSError, ValueError) as exc:  # e.g. the folder is held by another process
         raise StartupError(f"cannot open Qdrant at {settings.qdrant_location!r} (--qdrant-location): "
                            f"{' '.join(str(exc).split())}") from exc

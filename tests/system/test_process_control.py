@@ -210,3 +210,35 @@ def test_every_help_option_is_described(module):
         if not (same_line or next_line):
             undescribed.append(line.strip())
     assert not undescribed, undescribed
+
+
+@pytest.mark.parametrize("module, args", [("services.embedding", ["--intra-op-threads", "1"]), ("gateway", [])])
+def test_workers_share_one_port_and_stop_together(module, args):
+    proc, port = start_process(module, "--port", "0", "--workers", "2", *args, timeout_s=180)
+    try:
+        tree = family(proc.pid)
+        holders = port_holders(port)
+        assert len(holders) == 2 and holders <= {p.pid for p in tree}, (holders, [p.pid for p in tree])
+        if module == "gateway":
+            assert httpx_get(f"http://127.0.0.1:{port}/healthz") == 200
+        else:
+            from clients import EmbeddingClient
+
+            with EmbeddingClient(f"127.0.0.1:{port}") as client:
+                assert client.embed(["워커 두 개"]).vectors.shape == (1, 384)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    assert_all_gone(tree)
+
+
+def test_retrieval_workers_refuse_the_embedded_engine_in_one_line(tmp_path):
+    out = run("services.retrieval", "--port", "0", "--workers", "2", "--qdrant-location", str(tmp_path / "q"))
+    one_line_error(out, "Qdrant server", "--qdrant-location")
+
+
+def httpx_get(url: str) -> int:
+    """GET ``url``; its status code."""
+    import httpx
+
+    return httpx.get(url, timeout=10).status_code

@@ -1,0 +1,106 @@
+"""Per-request telemetry at the gateway: request id, route template, latency metric, one JSON access line.
+
+``RequestTelemetry`` (pure ASGI, outside every route) accepts ``X-Request-ID`` or makes one, returns
+it, carries it to the services as W3C baggage, labels the latency histogram with the *route
+template* (``/v1/collections/{name}``; ``unmatched`` for unknown paths, so label cardinality stays
+bounded), and writes one access line per request, 5xx and exceptions included. Route code adds the
+fields operators ask for (stage times, cache hit, degraded, TTFT, tokens) with :func:`note`, which
+also puts them on the request's span. Never user text: ids, counts, flags and timings only.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from opentelemetry import baggage, context, trace
+from prometheus_client import Histogram
+from starlette.routing import Match
+
+from services.bootstrap.logs import REQUEST_ID_BAGGAGE, reset_request_id, set_request_id
+from services.bootstrap.telemetry import register_process_limits
+
+LATENCY = Histogram("mesh_gateway_request_seconds", "request latency by route template and status",
+                    ["route", "status"],
+                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120))
+ACCESS = logging.getLogger("gateway.access")
+register_process_limits()
+REQUEST_ID_HEADER = "x-request-id"
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_FIELDS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("mesh_access_fields", default=None)
+
+
+def note(**fields: Any) -> None:
+    """Add fields to this request's access line and attributes to its span (``mesh.<name>``)."""
+    current = _FIELDS.get()
+    if current is not None:
+        current.update(fields)
+    span = trace.get_current_span()
+    for key, value in fields.items():
+        if isinstance(value, bool | int | float | str):
+            span.set_attribute(f"mesh.{key}", value)
+
+
+def route_template(routes: list[Any], scope: dict) -> str:
+    """The template of the route that served ``scope``, or ``unmatched``.
+
+    FastAPI records the route that served a request in its scope; a request refused before routing
+    (e.g. 401) is matched against the top-level routes instead.
+    """
+    served = scope.get("route")
+    if served is not None and getattr(served, "path", None):
+        return str(served.path)
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL and getattr(route, "path", None):
+            return str(route.path)
+    return "unmatched"
+
+
+class RequestTelemetry:
+    """ASGI middleware: request id, route-template metrics and the access line for every HTTP request."""
+
+    def __init__(self, app: Any, routes: list[Any], quiet: tuple[str, ...] = ("/healthz", "/readyz", "/metrics")):
+        self.app = app
+        self.routes = routes
+        self.quiet = quiet
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:  # noqa: D102
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
+        request_id = given if _VALID_ID.match(given) else uuid.uuid4().hex
+        status = 500
+        fields: dict[str, Any] = {}
+        fields_token = _FIELDS.set(fields)
+        id_token = set_request_id(request_id)
+        ctx_token = context.attach(baggage.set_baggage(REQUEST_ID_BAGGAGE, request_id))
+        trace.get_current_span().set_attribute("mesh.request_id", request_id)
+
+        async def send_with_id(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER.encode(), request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = route_template(self.routes, scope)
+            LATENCY.labels(route, str(status)).observe(elapsed)
+            if scope.get("path") not in self.quiet or status >= 500:
+                level = logging.ERROR if status >= 500 else logging.INFO
+                ACCESS.log(level, "request", extra={"method": scope.get("method"), "route": route, "status": status,
+                                                    "latency_ms": round(elapsed * 1e3, 2), **fields})
+            context.detach(ctx_token)
+            reset_request_id(id_token)
+            _FIELDS.reset(fields_token)
