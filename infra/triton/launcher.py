@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.processes import LaunchError, interrupt_on_sigterm, require_free_port, stop_process
+from scripts.processes import LaunchError, interrupt_on_sigterm, owns_port, require_free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = Path(__file__).resolve().parent / "model_repository"
@@ -74,8 +74,9 @@ class TritonProcess:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
                     raise RuntimeError(f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}")
-                try:
-                    if client.is_model_ready(MODEL_NAME, client_timeout=1.0):
+                try:  # ready, and answered by the server we started (not whatever held the port)
+                    if client.is_model_ready(MODEL_NAME, client_timeout=1.0) and owns_port(self.process.pid,
+                                                                                            self.grpc_port):
                         return
                 except Exception:  # noqa: BLE001 - not up yet
                     pass
