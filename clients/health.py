@@ -43,3 +43,4 @@ class HealthCheck:
     async def health(self, service: str = "", timeout_s: float = 1.0) -> HealthState:
         """The service's health for ``service`` (a name from this module; ``""`` is the core)."""
         return await check_health(self._channel, service, timeout_s)
+

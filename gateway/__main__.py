@@ -45,7 +45,11 @@ def main() -> None:
     sock.listen(2048)  # connections queue from now on, so SERVING is true when printed
     metrics_port = None
     if settings.metrics_port >= 0:  # each worker's own endpoint: the shared port's /metrics is one worker's
-        metrics_http, _thread = start_http_server(settings.metrics_port, addr=settings.host)
+        try:
+            metrics_http, _thread = start_http_server(settings.metrics_port, addr=settings.host)
+        except OSError as exc:
+            fail(PROG, f"metrics port {settings.metrics_port} on {settings.host} cannot be bound ({exc.strerror}): "
+                       "stop the process holding it, or choose another with --metrics-port")
         metrics_port = metrics_http.server_address[1]
     config = uvicorn.Config(create_app(settings, tracer_provider=provider), log_level="warning", access_log=False,
                             log_config=None, timeout_graceful_shutdown=5)

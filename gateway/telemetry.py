@@ -80,7 +80,8 @@ class RequestTelemetry:
         fields: dict[str, Any] = {}
         fields_token = _FIELDS.set(fields)
         id_token = set_request_id(request_id)
-        ctx_token = context.attach(baggage.set_baggage(REQUEST_ID_BAGGAGE, request_id))
+        # Baggage from outside is dropped at the edge: only the mesh's own request id travels on.
+        ctx_token = context.attach(baggage.set_baggage(REQUEST_ID_BAGGAGE, request_id, context=baggage.clear()))
         trace.get_current_span().set_attribute("mesh.request_id", request_id)
 
         async def send_with_id(message: dict) -> None:
@@ -97,7 +98,9 @@ class RequestTelemetry:
             elapsed = time.perf_counter() - start
             route = route_template(self.routes, scope)
             LATENCY.labels(route, str(status)).observe(elapsed)
-            if scope.get("path") not in self.quiet or status >= 500:
+            # Probes and scrapes are counted, never logged: a readiness probe every few seconds while a
+            # dependency is down would bury the log (the dependency's state change is logged once).
+            if scope.get("path") not in self.quiet:
                 level = logging.ERROR if status >= 500 else logging.INFO
                 ACCESS.log(level, "request", extra={"method": scope.get("method"), "route": route, "status": status,
                                                     "latency_ms": round(elapsed * 1e3, 2), **fields})

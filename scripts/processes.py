@@ -42,8 +42,9 @@ def port_holders(port: int) -> set[int]:
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether ``host:port`` can be bound now (nobody listens there)."""
+    """Whether ``host:port`` can be bound now (nobody listens there; closing connections do not count)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as every mesh server binds
         try:
             s.bind((host, port))
         except OSError:
@@ -172,10 +173,15 @@ def stop_all(procs: list[subprocess.Popen], timeout_s: float = 20.0) -> None:
 
 
 def _own_group(proc: subprocess.Popen) -> int | None:
+    """The process group ``proc`` leads.
+
+    Every child here starts its own session, so once it has exited (and can no longer be asked) its
+    group id is still its pid: what it left behind is found there.
+    """
     try:
         group = os.getpgid(proc.pid)
     except ProcessLookupError:
-        return None
+        return proc.pid if proc.returncode is not None else None
     return group if group == proc.pid else None
 
 

@@ -194,6 +194,7 @@ async def serve(
             try:
                 warming.result()
             except Exception as exc:
+                await mesh.stop(0)
                 raise StartupError(f"warm-up failed: {_startup_message(exc)}") from exc
             await mesh.set_serving(True)
             print(f"SERVING port={mesh.port} metrics_port={mesh.metrics_port}", flush=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, Literal, NoReturn, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings
 
 S = TypeVar("S", bound="ServiceSettings")
@@ -46,16 +46,23 @@ def settings_from_cli(cls: type[S], prog: str, argv: list[str] | None = None) ->
     setting, its flag and variable, and what is wrong (exit 2), never a traceback.
     """
     prefix = cls.model_config.get("env_prefix", "")
-    parser = argparse.ArgumentParser(prog=prog, description=cls.__doc__)
+    parser = argparse.ArgumentParser(prog=prog, description=cls.__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    secrets = []
     for name, field in cls.model_fields.items():
         env = f"{prefix}{name}".upper()
         flag = f"--{name.replace('_', '-')}"
+        if field.annotation is SecretStr:  # never on a command line (readable in /proc/<pid>/cmdline)
+            secrets.append(f"{env} ({field.description})")
+            continue
         if field.annotation is bool:
-            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
-                                help=f"{field.description or name} [env {env}]")
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{field.description or name} [env {env}; default {field.default!r}]")
             continue
         parser.add_argument(flag, dest=name, default=None,
                             help=f"{field.description or name} [env {env}; default {_default(field)}]")
+    if secrets:
+        parser.epilog = "secrets, from the environment only:\n  " + "\n  ".join(secrets)
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if v is not None}
     try:

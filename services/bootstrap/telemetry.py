@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -166,9 +167,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         metrics = self.metrics
         kind = _KINDS[(handler.request_streaming, handler.response_streaming)]
 
-        def finish(context: grpc.aio.ServicerContext, start: float, failed: bool) -> None:
-            code = (context.code() or grpc.StatusCode.UNKNOWN).name if failed else (
-                (context.code() or grpc.StatusCode.OK).name)
+        def finish(context: grpc.aio.ServicerContext, start: float, failed: BaseException | None) -> None:
+            if isinstance(failed, asyncio.CancelledError | GeneratorExit):
+                code = "CANCELLED"  # the caller went away or its deadline passed: not a server error
+            elif failed is not None:
+                code = (context.code() or grpc.StatusCode.UNKNOWN).name
+            else:
+                code = (context.code() or grpc.StatusCode.OK).name
             metrics.latency.labels(method, code).observe(time.perf_counter() - start)
             metrics.requests.labels(method, code).inc()
 
@@ -181,12 +186,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
             inner_unary = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                start, failed = time.perf_counter(), False
+                start = time.perf_counter()
+                failed: BaseException | None = None
                 metrics.started.labels(method, kind).inc()
                 try:
                     return await inner_unary(request, context)
-                except BaseException:
-                    failed = True
+                except BaseException as exc:
+                    failed = exc
                     raise
                 finally:
                     finish(context, start, failed)
@@ -199,15 +205,16 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         if handler.response_streaming:
             async def streaming(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
-                start, failed = time.perf_counter(), False
+                start = time.perf_counter()
+                failed: BaseException | None = None
                 metrics.started.labels(method, kind).inc()
                 arg = counted(request_or_iterator) if handler.request_streaming else request_or_iterator
                 try:
                     async for response in inner(arg, context):
                         metrics.sent.labels(method).inc()
                         yield response
-                except BaseException:
-                    failed = True
+                except BaseException as exc:
+                    failed = exc
                     raise
                 finally:
                     finish(context, start, failed)
@@ -218,12 +225,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                         response_serializer=handler.response_serializer)
 
         async def client_stream(request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
-            start, failed = time.perf_counter(), False
+            start = time.perf_counter()
+            failed: BaseException | None = None
             metrics.started.labels(method, kind).inc()
             try:
                 return await inner(counted(request_iterator), context)
-            except BaseException:
-                failed = True
+            except BaseException as exc:
+                failed = exc
                 raise
             finally:
                 finish(context, start, failed)
@@ -237,7 +245,11 @@ def start_metrics_endpoint(host: str, port: int, registry: CollectorRegistry = R
     """Serve ``/metrics`` on its own port (a negative port disables it); returns the bound port."""
     if port < 0:
         return None, None
-    server, _thread = start_http_server(port, addr=host, registry=registry)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise StartupError(f"metrics port {port} on {host} cannot be bound ({exc.strerror}): stop the process "
+                           "holding it, or choose another with --metrics-port") from exc
     bound = server.server_address[1]
     log.info("metrics on http://%s:%d/metrics", host, bound)
     return server, bound

@@ -94,8 +94,8 @@ class JobStore:
         await self.redis.ping()
 
     async def _redis_back(self) -> None:
+        await asyncio.sleep(0.5)  # never a hot loop, whatever the error was
         if self._monitor is None:
-            await asyncio.sleep(1.0)
             return
         self._monitor.recheck()
         try:  # bounded, so a stop request is noticed
@@ -222,10 +222,10 @@ class JobStore:
             job_id = raw.decode() if isinstance(raw, bytes) else raw
             try:
                 await self.run_job(job_id)
+                await self.redis.lrem(running, 1, job_id)
             except RedisError as err:  # leave it on the running list: the reaper or a restart requeues it
                 log.warning("job %s interrupted by Redis: %s", job_id, err)
-                continue
-            await self.redis.lrem(running, 1, job_id)
+                await self._redis_back()
 
     async def run_job(self, job_id: str) -> None:
         """Read every page not yet read; record progress; mark the job finished."""

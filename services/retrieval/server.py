@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from mesh.retrieval.v1 import retrieval_pb2 as pb
@@ -70,13 +71,20 @@ async def create_retrieval_service(
                            f"{' '.join(str(exc).split())}") from exc
     analyzer = KoreanAnalyzer(settings.term_profile, settings.analyzer)
     embedder = embedder or GrpcEmbedder(settings.embedding_target)
-    # Keyword search needs nothing else; dense/hybrid search and ingest embed through the embedding service.
-    needs_embedding = Requirement(("embedding",))
+    # Keyword search needs only the store; dense/hybrid search and ingest also embed through the embedding
+    # service. An embedded store is this process; a Qdrant server is probed like any dependency.
+    dependencies = [Dependency("embedding", embedder.probe)]
+    store_needed: tuple[str, ...] = ()
+    if settings.qdrant_location.startswith(("http://", "https://")):
+        dependencies.append(Dependency("qdrant", lambda: asyncio.to_thread(store.ping)))
+        store_needed = ("qdrant",)
+    needs_embedding = Requirement(("embedding", *store_needed))
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
                           default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight)
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
                                tracer_provider=tracer_provider, registry=registry,
-                               dependencies=[Dependency("embedding", embedder.probe)],
-                               capabilities={"dense": needs_embedding, "ingest": needs_embedding})
+                               dependencies=dependencies,
+                               capabilities={"": Requirement(store_needed), "dense": needs_embedding,
+                                             "ingest": needs_embedding})
     return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder)

@@ -302,10 +302,11 @@ def test_workloads_have_probes_and_resources(overlay):
     for name, port in GRPC_PORTS.items():
         c = container(workload(objs, name), name)
         assert c["readinessProbe"]["grpc"]["port"] == port
-        assert c["startupProbe"]["grpc"]["port"] == port
         if name == "reasoning":  # health follows the LLM backends; a restart would not bring them back
             assert c["livenessProbe"]["tcpSocket"]["port"] == port
+            assert c["startupProbe"]["tcpSocket"]["port"] == port
         else:
+            assert c["startupProbe"]["grpc"]["port"] == port
             assert c["livenessProbe"]["grpc"]["port"] == port
     gateway = container(workload(objs, "gateway"), "gateway")
     assert gateway["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -462,3 +463,19 @@ def test_triton_configs_parse():
     gpu = configs["gpu"]
     assert gpu.backend == "onnxruntime" and gpu.HasField("dynamic_batching")
     assert [g.kind for g in gpu.instance_group] == [model_config_pb2.ModelInstanceGroup.KIND_GPU]
+
+
+def test_every_copied_path_survives_the_build_context_filter():
+    """The filter excludes everything, then re-includes paths: a COPY source it leaves out fails the build."""
+    ignore = (INFRA / "docker" / "Dockerfile.dockerignore").read_text().splitlines()
+    included = [line[1:].strip() for line in ignore if line.startswith("!")]
+    missing = []
+    for line in DOCKERFILE.read_text().splitlines():
+        parts = line.split()
+        if not parts or parts[0] != "COPY" or any(p.startswith("--from") for p in parts):
+            continue
+        for source in [p for p in parts[1:-1] if not p.startswith("--")]:
+            if not any(source == inc or source.startswith(inc.rstrip("/") + "/") for inc in included):
+                missing.append(source)
+            assert (ROOT / source).exists(), source
+    assert not missing, missing

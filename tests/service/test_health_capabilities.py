@@ -74,8 +74,10 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
         extracted = await stub.Extract(opb.ExtractRequest(content=_png()), timeout=30)
         assert extracted.pages[0].engine  # Extract answers with Redis down
 
+        assert await healthcheck_cli(service.port, names.OCR_JOBS) == (1, "NOT_SERVING")
         redis, _ = start_redis(tmp_path / "redis", port)
         await wait_health(channel, names.OCR_JOBS, SERVING)
+        assert await healthcheck_cli(service.port, names.OCR_JOBS) == (0, "SERVING")
         job = await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
         for _ in range(300):  # the job workers resumed by themselves (polling is the jobs API)
             state = (await stub.GetJob(opb.GetJobRequest(job_id=job.job.job_id), timeout=5)).job
@@ -97,6 +99,16 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
             stop_process(redis, 5)
         await channel.close()
         await service.close()
+
+
+async def healthcheck_cli(port: int, service: str) -> tuple[int, str]:
+    """``python -m clients.healthcheck`` as an operator runs it: exit code and printed state."""
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "clients.healthcheck", f"127.0.0.1:{port}",
+                                                service, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    return proc.returncode or 0, out.decode().strip()
 
 
 def _png() -> bytes:

@@ -179,11 +179,11 @@ def test_sigterm_to_the_runner_mid_start_leaves_no_process(tmp_path):
     tree: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 180
-        for line in proc.stdout:  # Redis and the LLM server are up once the first service starts
-            if "[mesh] starting embedding" in line or time.monotonic() > deadline:
+        for line in proc.stdout:  # Redis, the LLM server and embedding run; retrieval is starting
+            if "[mesh] starting retrieval" in line or time.monotonic() > deadline:
                 break
         tree = family(proc.pid)
-        assert len(tree) >= 3, [p.cmdline()[:3] for p in tree]  # runner, Redis, LLM server (+ embedding)
+        assert len(tree) >= 4, [p.cmdline()[:3] for p in tree]  # runner, Redis, LLM server, embedding, ...
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=60)[0]
     finally:
@@ -242,3 +242,10 @@ def httpx_get(url: str) -> int:
     import httpx
 
     return httpx.get(url, timeout=10).status_code
+
+
+@pytest.mark.parametrize("module", ["services.reasoning", "gateway"])
+def test_a_taken_metrics_port_is_one_line_naming_it(module):
+    with Held() as port:
+        out = run(module, "--port", "0", "--metrics-port", str(port))
+    one_line_error(out, f"metrics port {port}", "--metrics-port")

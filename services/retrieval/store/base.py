@@ -148,6 +148,9 @@ class CatalogStore(ABC):
     def close(self) -> None:
         """Release the engine."""
 
+    def ping(self) -> None:  # noqa: B027 - embedded engines run in this process: nothing to reach
+        """Return when the engine answers; raise otherwise (a server's health probe)."""
+
     # ---- shared logic ---------------------------------------------------------------------
     def create_catalog(self, name: str, fields: dict[str, str], embedding_revision: str, analyzer: str,
                        dim: int, avg_doc_len: float) -> CatalogMeta:

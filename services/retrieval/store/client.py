@@ -199,6 +199,10 @@ class ClientCatalogStore(CatalogStore):
                       models.Prefetch(query=sparse, using=SPARSE, filter=flt, limit=q.prefetch_limit)],
             query=fusion, limit=q.limit, with_payload=True, with_vector=vectors)
 
+    def ping(self) -> None:
+        """One cheap call to the server (its collection list)."""
+        self.client.get_collections()
+
     def close(self) -> None:  # noqa: D102
         self.client.close()
 

@@ -108,3 +108,37 @@ def test_debug_is_a_flag():
 
     assert settings_from_cli(EmbeddingSettings, "prog", ["--debug"]).debug
     assert not settings_from_cli(EmbeddingSettings, "prog", []).debug
+
+
+def test_secrets_are_never_flags_and_flags_are_never_abbreviated(monkeypatch, capsys):
+    from services.bootstrap.settings import settings_from_cli
+    from services.retrieval.config import RetrievalSettings
+
+    for argv in (["--qdrant-api-key", "s3cret"], ["--qdrant-api"]):
+        with pytest.raises(SystemExit) as info:
+            settings_from_cli(RetrievalSettings, "prog", argv)
+        assert info.value.code == 2
+    monkeypatch.setenv("MESH_RETRIEVAL_QDRANT_API_KEY", "s3cret")
+    assert settings_from_cli(RetrievalSettings, "prog", []).qdrant_api_key.get_secret_value() == "s3cret"
+    assert "--no-qdrant-prefer-grpc" in _help(RetrievalSettings, capsys)  # a boolean can be turned off
+
+
+def _help(cls, capsys) -> str:
+    from services.bootstrap.settings import settings_from_cli
+
+    with pytest.raises(SystemExit):
+        settings_from_cli(cls, "prog", ["--help"])
+    return capsys.readouterr().out
+
+
+def test_every_setting_of_every_process_is_described():
+    from gateway.config import GatewaySettings
+    from services.embedding.config import EmbeddingSettings
+    from services.ocr.config import OcrSettings
+    from services.reasoning.config import ReasoningSettings
+    from services.retrieval.config import RetrievalSettings
+
+    missing = [f"{cls.__name__}.{name}" for cls in (EmbeddingSettings, RetrievalSettings, ReasoningSettings,
+                                                    OcrSettings, GatewaySettings)
+               for name, field in cls.model_fields.items() if not (field.description or "").strip()]
+    assert not missing, missing
