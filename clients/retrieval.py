@@ -17,6 +17,9 @@ _RETRY = retry_options("mesh.retrieval.v1.RetrievalService",
                        ["Search", "GetCollection", "UpsertDocuments", "DeleteDocuments"])
 
 DEFAULT_TIMEOUT_S = 5.0
+# A search may return 100 hits of 20,000 characters each (up to ~6 MB of UTF-8, with payloads): gRPC's
+# default 4 MiB receive limit would turn a valid large answer into RESOURCE_EXHAUSTED.
+_LIMITS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
 
 class AsyncRetrievalClient(HealthCheck):
@@ -25,7 +28,7 @@ class AsyncRetrievalClient(HealthCheck):
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target, options=_RETRY)
+        self._channel = channel or grpc.aio.insecure_channel(target, options=[*_RETRY, *_LIMITS])
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     async def _call(self, method, request, timeout_s: float | None):

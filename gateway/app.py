@@ -236,8 +236,10 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
 
 
 def _error(exc: ApiError) -> JSONResponse:
-    headers = {"Retry-After": str(max(1, round(exc.body.error.retry_after_s)))} \
-        if exc.body.error.retry_after_s else None
+    error = exc.body.error
+    headers = None
+    if error.retry_after_s or (error.retryable and exc.status in (429, 503)):  # a retryable refusal says when
+        headers = {"Retry-After": str(max(1, round(error.retry_after_s or 1)))}
     return JSONResponse(exc.body.model_dump(), status_code=exc.status, headers=headers)
 
 

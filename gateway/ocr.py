@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -82,6 +83,7 @@ class OcrJob(BaseModel):
 
 
 ERRORS: dict[int | str, dict] = {code: {"model": ErrorBody} for code in (400, 401, 404, 413, 429, 503, 504)}
+JOB_ID = re.compile(r"[0-9a-f]{32}")
 router = APIRouter(tags=["ocr"])
 
 
@@ -131,6 +133,8 @@ async def submit_ocr_job(body: OcrJobRequest, request: Request):
 @router.get("/v1/ocr/jobs/{job_id}", response_model=OcrJob, responses=ERRORS)
 async def get_ocr_job(job_id: str, request: Request):
     """A job's state and progress; once it succeeded, its result (text, pages, lines)."""
+    if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
+        raise ApiError(404, "not_found", "no such OCR job (job ids are 32 hexadecimal characters)")
     client = _client(request)
     try:
         job = await client.get_job(job_id, timeout_s=10)

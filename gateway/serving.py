@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -72,11 +73,22 @@ def request_deadline(request, default_ms: int) -> Deadline:
     return Deadline(ms / 1000)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _condition(c: api.FilterCondition, where: str) -> rpb.Condition:
     tests = [c.eq is not None, c.any_of is not None, any(v is not None for v in (c.gte, c.gt, c.lte, c.lt))]
     if sum(tests) != 1:
         raise ApiError(400, "invalid_argument", "invalid filter",
                        fields=[FieldError(field=where, description="give exactly one of eq, any_of, or range bounds")])
+    if isinstance(c.eq, int) and not isinstance(c.eq, bool) and not INT64_MIN <= c.eq <= INT64_MAX:
+        raise ApiError(400, "invalid_argument", "invalid filter",
+                       fields=[FieldError(field=f"{where}.eq", description="an integer within int64")])
+    for bound in ("gte", "gt", "lte", "lt"):
+        value = getattr(c, bound)
+        if value is not None and not math.isfinite(value):
+            raise ApiError(400, "invalid_argument", "invalid filter",
+                           fields=[FieldError(field=f"{where}.{bound}", description="a finite number")])
     if c.any_of is not None:
         return rpb.Condition(field=c.field, any_of=rpb.KeywordSet(values=c.any_of))
     if c.eq is not None:

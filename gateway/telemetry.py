@@ -21,6 +21,7 @@ from opentelemetry import baggage, context, trace
 from prometheus_client import Histogram
 from starlette.routing import Match
 
+from gateway.errors import ErrorBody, ErrorDetail
 from services.bootstrap.logs import REQUEST_ID_BAGGAGE, reset_request_id, set_request_id
 from services.bootstrap.telemetry import register_process_limits
 
@@ -84,16 +85,24 @@ class RequestTelemetry:
         ctx_token = context.attach(baggage.set_baggage(REQUEST_ID_BAGGAGE, request_id, context=baggage.clear()))
         trace.get_current_span().set_attribute("mesh.request_id", request_id)
 
+        started = False
+        failure: BaseException | None = None
+
         async def send_with_id(message: dict) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (REQUEST_ID_HEADER.encode(), request_id.encode())]
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:  # a bug, not a client error: the one error body, logged with its traceback
+            failure = exc
+            if started:  # a stream already under way cannot change its status: let the server close it
+                raise
+            await _internal_error(send_with_id, request_id)
         finally:
             elapsed = time.perf_counter() - start
             route = route_template(self.routes, scope)
@@ -102,8 +111,19 @@ class RequestTelemetry:
             # dependency is down would bury the log (the dependency's state change is logged once).
             if scope.get("path") not in self.quiet:
                 level = logging.ERROR if status >= 500 else logging.INFO
-                ACCESS.log(level, "request", extra={"method": scope.get("method"), "route": route, "status": status,
-                                                    "latency_ms": round(elapsed * 1e3, 2), **fields})
+                ACCESS.log(level, "request", exc_info=failure, extra={
+                    "method": scope.get("method"), "route": route, "status": status,
+                    "latency_ms": round(elapsed * 1e3, 2), **fields})
             context.detach(ctx_token)
             reset_request_id(id_token)
             _FIELDS.reset(fields_token)
+
+
+async def _internal_error(send: Any, request_id: str) -> None:
+    """Answer 500 with the standard error body naming the request id (to quote when reporting it)."""
+    body = ErrorBody(error=ErrorDetail(code="internal", retryable=False,
+                                       message=f"internal error; quote request id {request_id} when reporting it"))
+    raw = body.model_dump_json().encode()
+    await send({"type": "http.response.start", "status": 500,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
+    await send({"type": "http.response.body", "body": raw})

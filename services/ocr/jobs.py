@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import asdict
@@ -39,6 +40,7 @@ from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("services.ocr")
 QUEUE = "ocr:queue"
+JOB_ID = re.compile(r"[0-9a-f]{32}")
 HEARTBEAT_S = 5
 LEASE_S = 15
 
@@ -153,6 +155,8 @@ class JobStore:
         """A job's state; NOT_FOUND when unknown or expired."""
         if not job_id:
             raise InvalidInput("job_id is required", [Violation("job_id", "required")])
+        if not JOB_ID.fullmatch(job_id):  # ids are uuid4 hex: nothing else may become part of a Redis key
+            raise NotFound("no such job (job ids are 32 hexadecimal characters)")
         try:
             raw = await self.redis.hgetall(self._key(job_id))
         except RedisError as err:

@@ -1,0 +1,103 @@
+"""Bad input that used to escape the error path (issue 17 defects 5, 11, 14): each answers the one error body.
+
+Regression tests written to reproduce each defect first: a filter integer beyond int64 and a lone
+surrogate used to end in a plain-text 500 outside the access log; ``gte: NaN`` was silently ignored
+(unfiltered hits); an OCR job id with ``:`` reached Redis keys; 503s carried no Retry-After.
+"""
+
+import httpx
+import pytest
+
+from tests.service.test_gateway import http, make_app, retrieval_port  # noqa: F401 - fixtures used below
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def shaped(r: httpx.Response) -> dict:
+    """The standard error body (parsing fails on a plain-text 500)."""
+    body = r.json()
+    assert set(body) == {"error"} and {"code", "message", "retryable"} <= set(body["error"]), body
+    return body["error"]
+
+
+@pytest.mark.parametrize("condition, field", [
+    ({"field": "price", "eq": 10**29}, "filter.must[0].eq"),
+    ({"field": "price", "gte": float("nan")}, "filter.must[0].gte"),
+    ({"field": "price", "lt": float("inf")}, "filter.must[0].lt"),
+])
+async def test_out_of_range_filter_values_are_400_naming_the_field(http, condition, field):  # noqa: F811
+    import json
+
+    body = json.dumps({"collection": "gw", "query": "책", "filter": {"must": [condition]}})  # NaN as JSON allows
+    r = await http.post("/v1/search", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert [f["field"] for f in shaped(r)["fields"]] == [field]
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/embeddings", '{"model": "intfloat/multilingual-e5-small", "input": "\\ud800"}', "input"),
+    ("/v1/embeddings", '{"model": "intfloat/multilingual-e5-small", "input": ["ok", "a\\udfffb"]}', "input"),
+    ("/v1/search", '{"collection": "gw", "query": "\\ud800"}', "query"),
+])
+async def test_a_lone_surrogate_is_400_naming_the_field(http, path, body, field):  # noqa: F811
+    r = await http.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert [f["field"] for f in shaped(r)["fields"]] == [field]
+
+
+async def test_an_unexpected_error_is_the_error_body_with_the_request_id(retrieval_port):  # noqa: F811
+    from tests.conftest import free_port
+
+    app = make_app(f"127.0.0.1:{free_port()}", retrieval_port)
+
+    @app.get("/v1/broken-for-the-test")
+    async def broken():
+        raise RuntimeError("a bug")
+
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        r = await client.get("/v1/broken-for-the-test", headers={"X-Request-ID": "rid-bug"})
+    assert r.status_code == 500 and r.headers["x-request-id"] == "rid-bug"
+    error = shaped(r)
+    assert error["code"] == "internal" and "rid-bug" in error["message"] and "a bug" not in error["message"]
+
+
+@pytest.mark.parametrize("job_id", ["abc:pages", "x" * 200, "../../etc"])
+async def test_ocr_job_ids_are_validated_before_any_call(http, job_id):  # noqa: F811
+    r = await http.get(f"/v1/ocr/jobs/{job_id}")
+    assert r.status_code in (400, 404), r.text
+    assert shaped(r)["code"] in ("invalid_argument", "not_found")
+
+
+async def test_unavailable_says_when_to_retry(retrieval_port):  # noqa: F811
+    from tests.conftest import free_port
+
+    app = make_app(f"127.0.0.1:{free_port()}", retrieval_port)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        r = await client.post("/v1/search", json={"collection": "gw", "query": "책", "mode": "dense"})
+    assert r.status_code == 503 and shaped(r)["retryable"]
+    assert int(r.headers["retry-after"]) >= 1
+
+
+@pytest.mark.slow
+async def test_a_large_valid_result_is_returned_not_refused_as_overload(http):  # noqa: F811
+    import asyncio
+
+    assert (await http.post("/v1/collections", json={"name": "long"})).status_code == 201
+    text = "긴 문서의 본문입니다 " * 1500  # 18,000 characters, ~44 KB of UTF-8 per document
+    docs = [{"id": f"l{i}", "text": f"{i}번 {text}"} for i in range(100)]
+    for start in range(0, len(docs), 15):  # the 2 MB body limit holds ~20 such documents (JSON-escaped)
+        r = await http.post("/v1/collections/long/documents", json={"documents": docs[start:start + 15]})
+        assert r.status_code == 202, r.text[:300]
+        job = r.json()
+        for _ in range(600):
+            state = (await http.get(f"/v1/jobs/{job['id']}")).json()
+            if state["state"] in ("succeeded", "failed"):
+                break
+            await asyncio.sleep(0.1)
+        assert state["state"] == "succeeded", state
+    r = await http.post("/v1/search", json={"collection": "long", "query": "긴 문서", "top_k": 100, "mode": "keyword"},
+                        headers={"X-Request-Timeout-Ms": "20000"})
+    assert r.status_code == 200, r.text[:500]
+    assert len(r.json()["hits"]) == 100 and len(r.content) > 4 * 1024 * 1024  # beyond gRPC's default limit
