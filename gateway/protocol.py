@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -102,6 +103,13 @@ class CollectionCreate(Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$", examples=["books"])
     fields: dict[str, Literal["keyword", "integer", "float", "bool"]] = Field(default_factory=dict)
 
+    @field_validator("fields")
+    @classmethod
+    def _few_fields(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_FIELDS:
+            raise ValueError(f"at most {MAX_FIELDS} filterable fields")
+        return value
+
 
 class CollectionInfo(BaseModel):
     """A catalog."""
@@ -114,12 +122,50 @@ class CollectionInfo(BaseModel):
     fields: dict[str, str]
 
 
+MAX_FIELDS = 64  # filterable fields per collection: each is an index built on one database thread
+MAX_PAYLOAD_DEPTH = 8
+INT64 = 2**63
+
+
+def _storable(value: Any, depth: int = 1) -> None:
+    """Raise ValueError unless ``value`` fits a payload.
+
+    JSON types only, finite numbers within int64/float64, valid Unicode, at most ``MAX_PAYLOAD_DEPTH``
+    levels of nesting: anything else cannot be stored and used to leave its ingest job running forever.
+    """
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_PAYLOAD_DEPTH} levels")
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        if not -INT64 <= value < INT64:
+            raise ValueError("integers must fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers must be finite (no NaN or infinity)")
+    elif isinstance(value, str):
+        _unicode_only(value)
+    elif isinstance(value, list):
+        for item in value:
+            _storable(item, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _unicode_only(key)
+            _storable(item, depth + 1)
+
+
 class DocumentIn(Strict):
     """A document to index."""
 
     id: str = Field(min_length=1, max_length=256)
     text: str = Field(min_length=1, max_length=20000)
     payload: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _storable(value)
+        return value
 
 
 class IngestRequest(Strict):

@@ -282,6 +282,14 @@ class Mesh:
 
     async def _ingest(self, job: api.Job, req: api.IngestRequest) -> None:
         job.state = "running"
+        try:
+            await self._run_ingest(job, req)
+        except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
+            log.exception("ingest job %s failed unexpectedly", job.id)
+            job.state = "failed"
+            job.errors.append(f"internal: {type(exc).__name__}")
+
+    async def _run_ingest(self, job: api.Job, req: api.IngestRequest) -> None:
         docs = req.documents
         batches = []
         for i in range(0, len(docs), req.batch_size):
@@ -308,6 +316,14 @@ class Mesh:
 
     async def _reindex(self, job: api.Job) -> None:
         job.state = "running"
+        try:
+            await self._run_reindex(job)
+        except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
+            log.exception("reindex job %s failed unexpectedly", job.id)
+            job.state = "failed"
+            job.errors.append(f"internal: {type(exc).__name__}")
+
+    async def _run_reindex(self, job: api.Job) -> None:
         try:
             async for event in self.retrieval.reindex(job.collection):
                 if event.HasField("progress"):

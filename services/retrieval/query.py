@@ -77,8 +77,13 @@ def check_name(name: str, what: str = "collection") -> None:
         raise InvalidInput(f"invalid {what} name {name!r}", [Violation(what, "must match [a-z0-9][a-z0-9_-]{0,63}")])
 
 
+MAX_FIELDS = 64  # each field is an index built on the one database thread: a bound on work per request
+
+
 def check_fields(fields: dict[str, str]) -> None:
-    """Declared payload fields: valid names and known types."""
+    """Declared payload fields: at most ``MAX_FIELDS``, valid names and known types."""
+    if len(fields) > MAX_FIELDS:
+        raise InvalidInput("too many payload fields", [Violation("fields", f"at most {MAX_FIELDS} fields")])
     bad = [Violation(f"fields[{n}]", "name must match [a-z_][a-z0-9_]*") for n in fields if not FIELD_RE.match(n)]
     bad += [Violation(f"fields[{n}]", f"type must be one of {FIELD_TYPES}") for n, t in fields.items()
             if t not in FIELD_TYPES]

@@ -101,3 +101,33 @@ async def test_a_large_valid_result_is_returned_not_refused_as_overload(http):  
                         headers={"X-Request-Timeout-Ms": "20000"})
     assert r.status_code == 200, r.text[:500]
     assert len(r.json()["hits"]) == 100 and len(r.content) > 4 * 1024 * 1024  # beyond gRPC's default limit
+
+
+def nested(depth: int) -> dict:
+    """A payload nested ``depth`` levels deep."""
+    out: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        out = {"n": out}
+    return out
+
+
+@pytest.mark.parametrize("payload, why", [
+    ('{"n": 1' + "0" * 400 + "}", "a 401-digit integer"),
+    ('{"n": NaN}', "NaN"),
+    ('{"n": -Infinity}', "infinity"),
+    ('{"\\ud800": 1}', "a lone surrogate as a key"),
+    ('{"k": "\\udfff"}', "a lone surrogate as a value"),
+    (__import__("json").dumps(nested(50)), "nesting 50 deep"),
+])
+async def test_an_unstorable_payload_is_refused_at_submit_naming_the_document(http, payload, why):  # noqa: F811
+    body = ('{"documents": [{"id": "ok", "text": "멀쩡한 문서"}, {"id": "bad", "text": "문서", "payload": '
+            + payload + "}]}")
+    r = await http.post("/v1/collections/gw/documents", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, (why, r.text[:300])  # before: 202, then a job that never ended
+    assert [f["field"] for f in shaped(r)["fields"]] == ["documents.1.payload"], why
+
+
+async def test_too_many_fields_are_refused_before_any_index_is_built(http):  # noqa: F811
+    fields = {f"f{i}": "keyword" for i in range(1000)}
+    r = await http.post("/v1/collections", json={"name": "wide", "fields": fields})
+    assert r.status_code == 400 and [f["field"] for f in shaped(r)["fields"]] == ["fields"]
