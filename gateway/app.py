@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from gateway import protocol as api
+from gateway.auth import ApiKeys
 from gateway.breaker import CircuitBreaker, export_state
 from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
@@ -113,7 +114,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   description="The backend's fixed REST contract: search, collections, ingest jobs, "
                               "OpenAI-compatible embeddings. Every error has the `ErrorBody` shape. "
                               f"Send `{TIMEOUT_HEADER}` to set the request deadline.")
-    keys = {k.strip() for k in settings.api_keys.split(",") if k.strip()}
+    keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        prefix_limits={"/v1/ocr/": settings.max_ocr_body_bytes})
     app.include_router(ocr_router)
@@ -130,8 +131,9 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
 
     @app.middleware("http")
     async def api_keys(request: Request, call_next):
-        if keys and request.url.path.startswith("/v1/") and request.headers.get("X-API-Key") not in keys:
-            return _error(ApiError(401, "unauthenticated", "missing or wrong X-API-Key"))
+        if keys.enabled and request.url.path.startswith("/v1/") and not keys.allows(request.headers):
+            return _error(ApiError(401, "unauthenticated", "missing or wrong API key (X-API-Key or Authorization: "
+                                                           "Bearer)"))
         return await call_next(request)
 
     # Outermost of ours (added last): request id, route-template metrics, the access line (gateway/telemetry.py).

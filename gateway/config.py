@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, FilePath, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -37,7 +37,9 @@ class GatewaySettings(BaseSettings):
     cache_max_entries: int = Field(100000, ge=1, description="LRU cap of the embedding cache")
     breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
     breaker_reset_s: float = Field(5.0, gt=0, description="how long an open breaker waits before a trial call")
-    api_keys: str = Field("", description="comma-separated keys for X-API-Key; empty disables auth")
+    api_keys: SecretStr = Field(SecretStr(""), description="comma-separated API keys (X-API-Key or Authorization: "
+                                                        "Bearer); empty (and no file) disables auth")
+    api_keys_file: FilePath | None = Field(None, description="file of API keys, one per line (a mounted secret)")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
     max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")

@@ -244,7 +244,8 @@ def main() -> None:
                            ("recommendation", example_recommendation)):
             demo(name, step, gateway)
         metrics = ", ".join(f"{name} http://127.0.0.1:{m}/metrics" for name, _, _, m in SERVICES if m)
-        print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics)\n"
+        keys = "on" if os.environ.get("MESH_GATEWAY_API_KEYS") else "off (local demo; set MESH_GATEWAY_API_KEYS)"
+        print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics), API keys {keys}\n"
               f"service metrics: {metrics}\nlogs in {LOGS.relative_to(ROOT)}/. Ctrl-C stops the mesh.\n",
               flush=True)
 

@@ -173,6 +173,8 @@ async def test_api_key_and_body_limit(embedding_service, retrieval_port):
             body = {"collection": "gw", "query": "책"}
             assert (await client.post("/v1/search", json=body)).status_code == 401
             assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k2"})).status_code == 200
+            bearer = {"Authorization": "Bearer k1"}  # what the official openai client sends
+            assert (await client.post("/v1/search", json=body, headers=bearer)).status_code == 200
             big = {"collection": "gw", "query": "가" * 3000}
             r = await client.post("/v1/search", json=big, headers={"X-API-Key": "k1"})
             assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
