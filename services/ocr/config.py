@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from services.bootstrap.settings import ServiceSettings
@@ -35,7 +35,7 @@ class OcrSettings(ServiceSettings):
     vlm_kind: Literal["openai", "gemini"] = Field("openai", description="VLM protocol for the fallback")
     vlm_url: str = Field("", description="OpenAI-compatible base URL (…/v1); empty turns the fallback off")
     vlm_model: str = Field("", description="VLM model name")
-    vlm_api_key: str = Field("", description="VLM API key (Gemini needs one)")
+    vlm_api_key: SecretStr = Field(SecretStr(""), description="VLM API key (Gemini needs one)")
     vlm_timeout_s: float = Field(30.0, gt=0, description="timeout of one VLM call")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis holding job state")
     redis_timeout_s: float = Field(2.0, gt=0, description="timeout of one Redis call")

@@ -71,7 +71,8 @@ async def create_ocr_service(
     except (RuntimeError, OSError, ValueError) as exc:
         raise StartupError(f"Tesseract cannot load {settings.languages!r} from {settings.tessdata!r} "
                            f"(--languages / --tessdata; scripts/setup.sh installs kor and eng): {exc}") from exc
-    reader = reader or make_reader(settings.vlm_kind, settings.vlm_url, settings.vlm_model, settings.vlm_api_key)
+    reader = reader or make_reader(settings.vlm_kind, settings.vlm_url, settings.vlm_model,
+                                     settings.vlm_api_key.get_secret_value())
     limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
                     pdf_dpi=settings.pdf_dpi)
     extractor = Extractor(pool, reader, FallbackPolicy(settings.min_confidence, settings.max_low_word_share),

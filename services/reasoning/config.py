@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from services.bootstrap.settings import ServiceSettings
@@ -22,14 +22,15 @@ class ReasoningSettings(ServiceSettings):
     backend_model: str = Field("qwen2.5-coder-1.5b-instruct-q4", description="model name sent to the primary")
     backend_schema_format: Literal["json_object", "json_schema"] = Field(
         "json_object", description="how the primary takes a JSON schema (llama.cpp: json_object; vLLM: json_schema)")
-    backend_api_key: str = Field("", description="bearer key of the primary")
+    backend_api_key: SecretStr = Field(SecretStr(""), description="bearer key of the primary")
     fallback_url: str = Field("", description="second OpenAI-compatible base URL (failover before the first token)")
     fallback_name: str = Field("fallback", description="name of the second backend")
     fallback_model: str = Field("", description="model name sent to the second backend")
     fallback_schema_format: Literal["json_object", "json_schema"] = Field("json_schema",
                                                                           description="schema format of the second")
-    fallback_api_key: str = Field("", description="bearer key of the second backend")
-    gemini_api_key: str = Field("", description="adds Gemini (google-genai) as the last backend when set")
+    fallback_api_key: SecretStr = Field(SecretStr(""), description="bearer key of the second backend")
+    gemini_api_key: SecretStr = Field(SecretStr(""),
+                                      description="adds Gemini (google-genai) as the last backend when set")
     gemini_model: str = Field("gemini-2.5-flash", description="Gemini model")
     first_token_timeout_s: float = Field(5.0, gt=0, le=600, description="default first-token deadline")
     generation_timeout_s: float = Field(20.0, gt=0, le=600, description="default generation deadline")

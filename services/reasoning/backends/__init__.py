@@ -11,14 +11,16 @@ def make_backends(s: ReasoningSettings) -> list[LlmBackend]:
     from services.reasoning.backends.openai_http import OpenAIBackend
 
     backends: list[LlmBackend] = [OpenAIBackend(s.backend_name, s.backend_url, s.backend_model,
-                                                api_key=s.backend_api_key, schema_format=s.backend_schema_format)]
+                                                api_key=s.backend_api_key.get_secret_value(),
+                                                schema_format=s.backend_schema_format)]
     if s.fallback_url:
         backends.append(OpenAIBackend(s.fallback_name, s.fallback_url, s.fallback_model or s.backend_model,
-                                      api_key=s.fallback_api_key, schema_format=s.fallback_schema_format))
-    if s.gemini_api_key:
+                                      api_key=s.fallback_api_key.get_secret_value(),
+                                      schema_format=s.fallback_schema_format))
+    if s.gemini_api_key.get_secret_value():
         from services.reasoning.backends.gemini import GeminiBackend
 
-        backends.append(GeminiBackend("gemini", s.gemini_model, s.gemini_api_key))
+        backends.append(GeminiBackend("gemini", s.gemini_model, s.gemini_api_key.get_secret_value()))
     return backends
 
 

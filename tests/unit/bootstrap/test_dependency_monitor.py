@@ -142,3 +142,19 @@ def test_every_setting_of_every_process_is_described():
                                                     OcrSettings, GatewaySettings)
                for name, field in cls.model_fields.items() if not (field.description or "").strip()]
     assert not missing, missing
+
+
+def test_every_key_of_every_process_is_a_secret_and_never_a_flag():
+    from pydantic import SecretStr
+
+    from gateway.config import GatewaySettings
+    from services.embedding.config import EmbeddingSettings
+    from services.ocr.config import OcrSettings
+    from services.reasoning.config import ReasoningSettings
+    from services.retrieval.config import RetrievalSettings
+
+    keys = {f"{cls.__name__}.{name}": field.annotation for cls in (EmbeddingSettings, RetrievalSettings,
+                                                                   ReasoningSettings, OcrSettings, GatewaySettings)
+            for name, field in cls.model_fields.items() if name.endswith(("api_key", "api_keys"))}
+    assert len(keys) >= 6, keys
+    assert all(kind is SecretStr for kind in keys.values()), keys
