@@ -69,6 +69,24 @@ def start_service(module: str, *args: str, timeout_s: float = 120,
     return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s, env=env)
 
 
+def start_search_mesh(folder: Path, model_dir: Path, procs: list, *, workers: int = 1,
+                      env: dict[str, str] | None = None) -> str:
+    """Embedding, retrieval on ``folder`` and a gateway as processes (``procs`` collects them); the gateway's URL.
+
+    ``workers`` applies to embedding and the gateway (retrieval's embedded engine is one process's).
+    """
+    many = ["--workers", str(workers)] if workers > 1 else []
+    emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir), *many, env=env)
+    procs.append(emb)
+    ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
+                                  f"127.0.0.1:{emb_port}", env=env)
+    procs.append(ret)
+    gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
+                                f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000", *many, env=env)
+    procs.append(gw)
+    return f"http://127.0.0.1:{gw_port}"
+
+
 def stop_service(proc: subprocess.Popen[str]) -> None:
     """SIGTERM and wait."""
     stop_process(proc)

@@ -21,25 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import machine_info, md_table, start_service, stop_service
+from bench.common import machine_info, md_table, start_search_mesh, stop_service
 from bench.gateway import load, queries
 from bench.retrieval import synthetic_catalog
 from bench.standin import OtlpSink
 from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
-
-
-def start_mesh(folder: Path, model_dir: Path, env: dict[str, str], procs: list) -> str:
-    """Embedding, retrieval on ``folder`` and a gateway with ``env``; returns the gateway's base URL."""
-    emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir), env=env)
-    procs.append(emb)
-    ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                  f"127.0.0.1:{emb_port}", env=env)
-    procs.append(ret)
-    gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
-                                f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000", env=env)
-    procs.append(gw)
-    return f"http://127.0.0.1:{gw_port}"
 
 
 def main() -> None:
@@ -68,7 +55,7 @@ def main() -> None:
     try:
         synthetic_catalog(root / "off", args.docs, revision, KoreanAnalyzer(), "edge")
         shutil.copytree(root / "off", root / "on")
-        bases = {name: start_mesh(root / ("off" if name == "off" else "on"), model_dir, env, procs)
+        bases = {name: start_search_mesh(root / ("off" if name == "off" else "on"), model_dir, procs, env=env)
                  for name, env in variants.items()}
         for name, base in bases.items():
             asyncio.run(load(base, queries(40, 7 if name == "off" else 8), 2))  # warm-up, excluded

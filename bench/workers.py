@@ -24,26 +24,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import machine_info, md_table, start_service, stop_service
+from bench.common import machine_info, md_table, start_search_mesh, stop_service
 from bench.gateway import load, queries
 from bench.retrieval import synthetic_catalog
 from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 
 PASSAGE = "{n}번 상품: 가볍고 튼튼한 캠핑용 접이식 의자, 등받이 각도 조절과 수납 가방 포함, 선물용으로 좋아요"
-
-
-def start_mesh(folder: Path, model_dir: Path, workers: int, procs: list) -> str:
-    """Embedding and gateway with ``workers`` processes each, one retrieval process; the gateway's URL."""
-    emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir), "--workers", str(workers))
-    procs.append(emb)
-    ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                  f"127.0.0.1:{emb_port}")
-    procs.append(ret)
-    gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
-                                f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000", "--workers", str(workers))
-    procs.append(gw)
-    return f"http://127.0.0.1:{gw_port}"
 
 
 def ingest(base: str, collection: str, n: int) -> float:
@@ -80,7 +67,7 @@ def main() -> None:
     try:
         synthetic_catalog(root / "w1", args.docs, revision, KoreanAnalyzer(), "edge")
         shutil.copytree(root / "w1", root / "w2")
-        bases = {w: start_mesh(root / f"w{w}", model_dir, w, procs) for w in (1, 2)}
+        bases = {w: start_search_mesh(root / f"w{w}", model_dir, procs, workers=w) for w in (1, 2)}
         for w, base in bases.items():
             asyncio.run(load(base, queries(40, 50 + w), 4))  # warm-up, excluded
         seed = 5000

@@ -259,14 +259,14 @@ class Mesh:
         job = api.Job(id=uuid.uuid4().hex, kind="ingest", collection=name, state="queued", done=0,
                       total=len(req.documents))
         self.jobs[job.id] = job
-        self._spawn(self._ingest(job, req))
+        self._spawn(self._run(job, self._ingest(job, req)))
         return job
 
     def start_reindex(self, name: str) -> api.Job:
         """Queue a reindex job."""
         job = api.Job(id=uuid.uuid4().hex, kind="reindex", collection=name, state="queued", done=0, total=0)
         self.jobs[job.id] = job
-        self._spawn(self._reindex(job))
+        self._spawn(self._run(job, self._reindex(job)))
         return job
 
     def job(self, job_id: str) -> api.Job:
@@ -280,16 +280,18 @@ class Mesh:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _ingest(self, job: api.Job, req: api.IngestRequest) -> None:
+    @staticmethod
+    async def _run(job: api.Job, work) -> None:
+        """Run a job's work; whatever happens, the job ends (succeeded or failed with its reason)."""
         job.state = "running"
         try:
-            await self._run_ingest(job, req)
+            await work
         except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
-            log.exception("ingest job %s failed unexpectedly", job.id)
+            log.exception("%s job %s failed unexpectedly", job.kind, job.id)
             job.state = "failed"
             job.errors.append(f"internal: {type(exc).__name__}")
 
-    async def _run_ingest(self, job: api.Job, req: api.IngestRequest) -> None:
+    async def _ingest(self, job: api.Job, req: api.IngestRequest) -> None:
         docs = req.documents
         batches = []
         for i in range(0, len(docs), req.batch_size):
@@ -315,15 +317,6 @@ class Mesh:
             job.errors.append(f"{err.code.name}: {err.message}")
 
     async def _reindex(self, job: api.Job) -> None:
-        job.state = "running"
-        try:
-            await self._run_reindex(job)
-        except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
-            log.exception("reindex job %s failed unexpectedly", job.id)
-            job.state = "failed"
-            job.errors.append(f"internal: {type(exc).__name__}")
-
-    async def _run_reindex(self, job: api.Job) -> None:
         try:
             async for event in self.retrieval.reindex(job.collection):
                 if event.HasField("progress"):

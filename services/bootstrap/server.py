@@ -29,6 +29,7 @@ from services.bootstrap.settings import ServiceSettings
 from services.bootstrap.telemetry import (
     MetricsInterceptor,
     RpcMetrics,
+    rpc_kind,
     start_metrics_endpoint,
     tracing_interceptor,
 )
@@ -131,8 +132,8 @@ async def create_server(
     server = grpc.aio.server(interceptors=interceptors,
                              options=[*base, ("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
     names = [r.descriptor.full_name for r in registrations]
-    metrics.declare([(f"/{r.descriptor.full_name}/{m.name}", _kind(m)) for r in registrations
-                     for m in r.descriptor.methods])
+    metrics.declare([(f"/{r.descriptor.full_name}/{m.name}", rpc_kind(m.client_streaming, m.server_streaming))
+                     for r in registrations for m in r.descriptor.methods])
     server.add_generic_rpc_handlers([service_handler(r.descriptor, r.servicer) for r in registrations])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -156,11 +157,6 @@ async def create_server(
     http, mport = start_metrics_endpoint(settings.metrics_host, settings.metrics_port, registry)
     mesh._metrics_http, mesh.metrics_port = http, mport
     return mesh
-
-
-def _kind(method: Any) -> str:
-    return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream",
-            (True, True): "bidi_stream"}[(method.client_streaming, method.server_streaming)]
 
 
 async def serve(

@@ -151,6 +151,11 @@ _KINDS = {(False, False): "unary", (False, True): "server_stream", (True, False)
           (True, True): "bidi_stream"}
 
 
+def rpc_kind(client_streaming: bool, server_streaming: bool) -> str:
+    """``unary``, ``server_stream``, ``client_stream`` or ``bidi_stream`` (the ``type`` label)."""
+    return _KINDS[(client_streaming, server_streaming)]
+
+
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
     """Counts, times and counts the messages of every RPC — unary and streaming — by its final status code."""
 
@@ -165,7 +170,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if method.startswith(("/grpc.health.", "/grpc.reflection.")):
             return handler
         metrics = self.metrics
-        kind = _KINDS[(handler.request_streaming, handler.response_streaming)]
+        kind = rpc_kind(handler.request_streaming, handler.response_streaming)
 
         def finish(context: grpc.aio.ServicerContext, start: float, failed: BaseException | None) -> None:
             if isinstance(failed, asyncio.CancelledError | GeneratorExit):
@@ -182,20 +187,24 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 metrics.received.labels(method).inc()
                 yield request
 
+        async def answered(call: Any, arg: Any, context: grpc.aio.ServicerContext) -> Any:
+            """A call with one response (unary, client stream): timed and counted by its final code."""
+            start = time.perf_counter()
+            failed: BaseException | None = None
+            metrics.started.labels(method, kind).inc()
+            try:
+                return await call(arg, context)
+            except BaseException as exc:
+                failed = exc
+                raise
+            finally:
+                finish(context, start, failed)
+
         if kind == "unary":
             inner_unary = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                start = time.perf_counter()
-                failed: BaseException | None = None
-                metrics.started.labels(method, kind).inc()
-                try:
-                    return await inner_unary(request, context)
-                except BaseException as exc:
-                    failed = exc
-                    raise
-                finally:
-                    finish(context, start, failed)
+                return await answered(inner_unary, request, context)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary, request_deserializer=handler.request_deserializer,
@@ -225,16 +234,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                         response_serializer=handler.response_serializer)
 
         async def client_stream(request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
-            start = time.perf_counter()
-            failed: BaseException | None = None
-            metrics.started.labels(method, kind).inc()
-            try:
-                return await inner(counted(request_iterator), context)
-            except BaseException as exc:
-                failed = exc
-                raise
-            finally:
-                finish(context, start, failed)
+            return await answered(inner, counted(request_iterator), context)
 
         return grpc.stream_unary_rpc_method_handler(
             client_stream, request_deserializer=handler.request_deserializer,
