@@ -12,7 +12,7 @@ catalog, answer dense, keyword and fused queries) for the full catalog and for a
 difference is the catalog's memory.
 
 Redis: a ``redis-server`` (scripts.processes.start_redis) holding N query vectors written exactly
-as the gateway writes them (key ``gateway.cache.cache_key``, float32 bytes, the gateway's TTL);
+as the gateway writes them (key ``gateway.vectors.cache.cache_key``, float32 bytes, the gateway's TTL);
 ``used_memory`` before and after.
 """
 
@@ -250,7 +250,7 @@ def redis_figures(n: int) -> dict[str, Any]:
     """``used_memory`` growth of a redis-server holding ``n`` query vectors stored as the gateway stores them."""
     import redis
 
-    from gateway.cache import cache_key
+    from gateway.vectors.cache import cache_key
     from gateway.config import GatewaySettings
     from scripts.processes import start_redis, stop_process
 
@@ -325,7 +325,7 @@ def write_report(args: argparse.Namespace, store: dict[str, Any], cache: dict[st
         f"{args.queries} queries in each of dense, keyword and fused mode (random query vectors, 3-term "
         "keyword queries), top 10.",
         f"- Redis {cache['redis_version']} ({cache['allocator']}): {cache['entries']:,} query vectors written as the "
-        f"gateway writes them (`gateway.cache.cache_key`, {cache['value_bytes']} bytes of float32, TTL "
+        f"gateway writes them (`gateway.vectors.cache.cache_key`, {cache['value_bytes']} bytes of float32, TTL "
         f"{cache['ttl_s']} s), `used_memory` before and after.", "",
         "## Retrieval store per 100,000 documents", "",
         md_table(["figure", "MiB per 100k docs", "2nd half, MiB per 100k"], [

@@ -1,10 +1,17 @@
-"""Async client of mesh.retrieval.v1.RetrievalService; every call carries a deadline."""
+"""Async client of mesh.retrieval.v1.RetrievalService: domain types in and out, every call with a deadline.
+
+The enum maps between the contract's names (``hybrid``, ``keyword``, ``rrf`` …) and the proto live
+here, once; callers never see a proto message.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import grpc
+from google.protobuf import json_format
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
@@ -12,18 +19,209 @@ from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 from clients.retry import retry_options
 
-# Reads, and writes that are idempotent by id; CreateCollection and Reindex are not retried.
+# Reads, and writes that are idempotent by id; CreateCollection, DeleteCollection and Reindex are not retried.
 _RETRY = retry_options("mesh.retrieval.v1.RetrievalService",
-                       ["Search", "GetCollection", "UpsertDocuments", "DeleteDocuments"])
+                       ["Search", "GetCollection", "ListCollections", "UpsertDocuments", "DeleteDocuments"])
 
 DEFAULT_TIMEOUT_S = 5.0
 # A search may return 100 hits of 20,000 characters each (up to ~6 MB of UTF-8, with payloads): gRPC's
 # default 4 MiB receive limit would turn a valid large answer into RESOURCE_EXHAUSTED.
 _LIMITS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
+Mode = Literal["hybrid", "dense", "keyword"]
+FieldType = Literal["keyword", "integer", "float", "bool"]
+FusionName = Literal["auto", "rrf", "dbsf", "weighted"]
+MODES: dict[str, int] = {"hybrid": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE,
+                         "keyword": pb.SEARCH_MODE_KEYWORD}
+MODE_NAMES = {v: k for k, v in MODES.items()}
+FIELD_TYPES: dict[str, int] = {"keyword": pb.FIELD_TYPE_KEYWORD, "integer": pb.FIELD_TYPE_INTEGER,
+                               "float": pb.FIELD_TYPE_FLOAT, "bool": pb.FIELD_TYPE_BOOL}
+FIELD_NAMES = {v: k for k, v in FIELD_TYPES.items()}
+FUSIONS: dict[str, int] = {"auto": pb.FUSION_METHOD_AUTO, "rrf": pb.FUSION_METHOD_RRF,
+                           "dbsf": pb.FUSION_METHOD_DBSF, "weighted": pb.FUSION_METHOD_WEIGHTED}
+FUSION_NAMES = {v: k for k, v in FUSIONS.items()}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One test on a declared field: exactly one of ``eq``, ``any_of`` or range bounds."""
+
+    field: str
+    eq: str | int | bool | None = None
+    any_of: Sequence[str] | None = None
+    gte: float | None = None
+    gt: float | None = None
+    lte: float | None = None
+    lt: float | None = None
+
+    def to_proto(self) -> pb.Condition:
+        """The proto condition (the server checks the field's declared type)."""
+        if self.any_of is not None:
+            return pb.Condition(field=self.field, any_of=pb.KeywordSet(values=list(self.any_of)))
+        if isinstance(self.eq, bool):
+            return pb.Condition(field=self.field, flag=self.eq)
+        if isinstance(self.eq, int):
+            return pb.Condition(field=self.field, integer=self.eq)
+        if self.eq is not None:
+            return pb.Condition(field=self.field, keyword=self.eq)
+        return pb.Condition(field=self.field, range=pb.Range(gte=self.gte, gt=self.gt, lte=self.lte, lt=self.lt))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Documents pass when every ``must`` holds and no ``must_not`` does."""
+
+    must: Sequence[Condition] = ()
+    must_not: Sequence[Condition] = ()
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    """How hybrid legs are combined; ``None`` everywhere means the service's defaults."""
+
+    method: FusionName | None = None
+    rrf_k: int | None = None
+    dense_weight: float | None = None
+    mmr_diversity: float | None = None
+    mmr_candidates: int | None = None
+    score_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A query vector and the embedding model revision that produced it (the service refuses a mismatch)."""
+
+    values: Sequence[float]
+    revision: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result; ranks are 1-based per leg, None when the leg did not return it."""
+
+    id: str
+    score: float
+    text: str
+    payload: dict[str, Any]
+    dense_rank: int | None
+    keyword_rank: int | None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Hits best first, with what actually ran."""
+
+    hits: list[Hit]
+    mode: Mode
+    degraded: bool
+    fusion: FusionName | None
+    fusion_reason: str
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A collection (alias) and what it holds."""
+
+    name: str
+    collection: str
+    documents: int
+    embedding_revision: str
+    tokenizer: str
+    fields: dict[str, FieldType]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to write."""
+
+    id: str
+    text: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_proto(self) -> pb.Document:
+        """The proto document."""
+        doc = pb.Document(id=self.id, text=self.text)
+        doc.payload.update(self.payload)
+        return doc
+
+
+@dataclass(frozen=True)
+class BatchWritten:
+    """One batch of a bulk write: ``error`` is empty when it was written."""
+
+    sequence: int
+    error: str
+    total_upserted: int
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """The end of a bulk write."""
+
+    upserted: int
+    batches: int
+    failed_batches: int
+
+
+@dataclass(frozen=True)
+class ReindexProgress:
+    """Documents re-embedded so far."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ReindexSummary:
+    """The end of a reindex: the alias now points at ``collection``."""
+
+    previous_collection: str
+    collection: str
+    documents: int
+    embedding_revision: str
+
+
+def collection_from_proto(c: pb.CollectionInfo) -> Collection:
+    """A proto collection as the domain type."""
+    return Collection(name=c.name, collection=c.collection, documents=c.documents,
+                      embedding_revision=c.embedding_revision, tokenizer=c.tokenizer,
+                      fields={f.name: FIELD_NAMES.get(f.type, "keyword") for f in c.fields})  # type: ignore[misc]
+
+
+def _hit(h: pb.Hit) -> Hit:
+    return Hit(id=h.id, score=h.score, text=h.text, payload=json_format.MessageToDict(h.payload),
+               dense_rank=h.dense.rank or None, keyword_rank=h.keyword.rank or None)
+
+
+def search_request(collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",
+                   filter: Filter | None = None, vector: QueryVector | None = None,
+                   fusion: FusionOptions | None = None) -> pb.SearchRequest:
+    """The proto request of :meth:`AsyncRetrievalClient.search` (benches send it as is)."""
+    req = pb.SearchRequest(collection=collection, query=query, top_k=top_k, mode=MODES[mode])
+    if filter is not None:
+        req.filter.CopyFrom(pb.Filter(must=[c.to_proto() for c in filter.must],
+                                      must_not=[c.to_proto() for c in filter.must_not]))
+    if vector is not None:
+        req.query_vector.extend(vector.values)
+        req.query_vector_revision = vector.revision
+    if fusion is not None:
+        if fusion.method is not None:
+            req.fusion.method = FUSIONS[fusion.method]  # type: ignore[assignment]
+        if fusion.rrf_k is not None:
+            req.fusion.rrf_k = fusion.rrf_k
+        if fusion.dense_weight is not None:
+            req.fusion.dense_weight = fusion.dense_weight
+        if fusion.mmr_diversity is not None:
+            req.mmr.diversity = fusion.mmr_diversity
+        if fusion.mmr_candidates is not None:
+            req.mmr.candidates = fusion.mmr_candidates
+        if fusion.score_threshold is not None:
+            req.score_threshold = fusion.score_threshold
+    return req
+
 
 class AsyncRetrievalClient(HealthCheck):
-    """grpc.aio client; methods take and return the service's proto messages."""
+    """grpc.aio client; domain types in and out, failures as :class:`clients.errors.MeshClientError`."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
@@ -37,48 +235,81 @@ class AsyncRetrievalClient(HealthCheck):
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    async def search(self, request: pb.SearchRequest, timeout_s: float | None = None) -> pb.SearchResponse:
-        """Search a collection."""
-        return await self._call(self._stub.Search, request, timeout_s)
-
-    async def create_collection(self, request: pb.CreateCollectionRequest,
-                                timeout_s: float | None = None) -> pb.CreateCollectionResponse:
-        """Create a collection."""
-        return await self._call(self._stub.CreateCollection, request, timeout_s)
-
-    async def get_collection(self, name: str, timeout_s: float | None = None) -> pb.GetCollectionResponse:
-        """Describe a collection."""
-        return await self._call(self._stub.GetCollection, pb.GetCollectionRequest(name=name), timeout_s)
-
-    async def upsert(self, request: pb.UpsertDocumentsRequest,
-                     timeout_s: float | None = None) -> pb.UpsertDocumentsResponse:
-        """Write one batch."""
-        return await self._call(self._stub.UpsertDocuments, request, timeout_s)
-
-    async def delete(self, collection: str, ids: list[str],
-                     timeout_s: float | None = None) -> pb.DeleteDocumentsResponse:
-        """Remove documents."""
-        return await self._call(self._stub.DeleteDocuments, pb.DeleteDocumentsRequest(collection=collection, ids=ids),
-                                timeout_s)
-
-    async def upsert_stream(self, batches: Iterable[pb.UpsertDocumentsStreamRequest],
-                            timeout_s: float = 3600.0) -> AsyncIterator[pb.UpsertDocumentsStreamResponse]:
-        """Bulk upsert; yields progress, then the summary."""
+    async def _stream(self, call) -> AsyncIterator:
         try:
-            async for event in self._stub.UpsertDocumentsStream(iter(batches), timeout=timeout_s):
+            async for event in call:
                 yield event
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
+        finally:
+            call.cancel()  # no-op when finished; cancels the RPC when the consumer left early
+
+    async def search(self, collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",
+                     filter: Filter | None = None, vector: QueryVector | None = None,
+                     fusion: FusionOptions | None = None, timeout_s: float | None = None) -> SearchResult:
+        """Search a collection (``vector`` skips the service's own embedding call)."""
+        req = search_request(collection, query, top_k=top_k, mode=mode, filter=filter, vector=vector, fusion=fusion)
+        resp = await self._call(self._stub.Search, req, timeout_s)
+        return SearchResult(hits=[_hit(h) for h in resp.hits], mode=MODE_NAMES[resp.mode],  # type: ignore[arg-type]
+                            degraded=resp.degraded, fusion=FUSION_NAMES.get(resp.fusion),  # type: ignore[arg-type]
+                            fusion_reason=resp.fusion_reason)
+
+    async def create_collection(self, name: str, fields: dict[str, FieldType],
+                                timeout_s: float | None = None) -> Collection:
+        """Create a collection with its filterable fields."""
+        req = pb.CreateCollectionRequest(name=name, fields=[pb.PayloadField(name=n, type=FIELD_TYPES[t])  # type: ignore[arg-type]
+                                                            for n, t in fields.items()])
+        return collection_from_proto((await self._call(self._stub.CreateCollection, req, timeout_s)).collection)
+
+    async def get_collection(self, name: str, timeout_s: float | None = None) -> Collection:
+        """Describe a collection."""
+        resp = await self._call(self._stub.GetCollection, pb.GetCollectionRequest(name=name), timeout_s)
+        return collection_from_proto(resp.collection)
+
+    async def list_collections(self, timeout_s: float | None = None) -> list[Collection]:
+        """Every collection, by name."""
+        resp = await self._call(self._stub.ListCollections, pb.ListCollectionsRequest(), timeout_s)
+        return [collection_from_proto(c) for c in resp.collections]
+
+    async def delete_collection(self, name: str, timeout_s: float | None = None) -> tuple[str, int]:
+        """Remove a collection and its data; returns (versioned collection, documents it held)."""
+        resp = await self._call(self._stub.DeleteCollection, pb.DeleteCollectionRequest(name=name), timeout_s)
+        return resp.collection, resp.documents
+
+    async def upsert(self, collection: str, documents: Iterable[Document], timeout_s: float | None = None) -> int:
+        """Write one batch (all or nothing); returns how many were upserted."""
+        req = pb.UpsertDocumentsRequest(collection=collection, documents=[d.to_proto() for d in documents])
+        return (await self._call(self._stub.UpsertDocuments, req, timeout_s)).upserted
+
+    async def delete(self, collection: str, ids: list[str], timeout_s: float | None = None) -> int:
+        """Remove documents by id; returns how many ids were asked for."""
+        req = pb.DeleteDocumentsRequest(collection=collection, ids=ids)
+        return (await self._call(self._stub.DeleteDocuments, req, timeout_s)).requested
+
+    async def upsert_stream(self, collection: str, batches: Iterable[Sequence[Document]],
+                            timeout_s: float = 3600.0) -> AsyncIterator[BatchWritten | WriteSummary]:
+        """Bulk write: one :class:`BatchWritten` per batch (a bad batch is refused alone), then the summary."""
+        requests = (pb.UpsertDocumentsStreamRequest(collection=collection, documents=[d.to_proto() for d in b])
+                    for b in batches)
+        async for event in self._stream(self._stub.UpsertDocumentsStream(requests, timeout=timeout_s)):
+            if event.HasField("progress"):
+                p = event.progress
+                yield BatchWritten(sequence=p.sequence, error=p.error, total_upserted=p.total_upserted)
+            else:
+                s = event.summary
+                yield WriteSummary(upserted=s.upserted, batches=s.batches, failed_batches=s.failed_batches)
 
     async def reindex(self, collection: str, batch_size: int = 64,
-                      timeout_s: float = 3600.0) -> AsyncIterator[pb.ReindexResponse]:
+                      timeout_s: float = 3600.0) -> AsyncIterator[ReindexProgress | ReindexSummary]:
         """Rebuild and swap; yields progress, then the summary."""
-        try:
-            async for event in self._stub.Reindex(pb.ReindexRequest(collection=collection, batch_size=batch_size),
-                                                  timeout=timeout_s):
-                yield event
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+        call = self._stub.Reindex(pb.ReindexRequest(collection=collection, batch_size=batch_size), timeout=timeout_s)
+        async for event in self._stream(call):
+            if event.HasField("progress"):
+                yield ReindexProgress(done=event.progress.done, total=event.progress.total)
+            else:
+                s = event.summary
+                yield ReindexSummary(previous_collection=s.previous_collection, collection=s.collection,
+                                     documents=s.documents, embedding_revision=s.embedding_revision)
 
     async def close(self) -> None:
         """Close the channel."""

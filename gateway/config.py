@@ -41,6 +41,15 @@ class GatewaySettings(BaseSettings):
                                                         "Bearer); empty (and no file) disables auth")
     api_keys_file: FilePath | None = Field(None, description="file of API keys, one per line (a mounted secret)")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
+    max_ingest_body_bytes: int = Field(32_000_000, ge=1024,
+                                       description="largest ingest request body (10,000 documents of ~3 KB)")
+    protect_ops: bool = Field(False, description="with API keys set, also require one for /readyz, /metrics, "
+                                                 "/docs and /openapi.json")
+    job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
+    job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "
+                                                                "resumed by another instance")
+    job_workers: int = Field(2, ge=0, le=64, description="ingest/reindex jobs this instance runs at once")
+    max_queued_jobs: int = Field(100, ge=1, description="jobs waiting before a submit answers 429")
     max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
     debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")

@@ -32,10 +32,33 @@ def _closure(spec: dict, names: set[str]) -> set[str]:
     return seen
 
 
+def _same(node: Any) -> str:
+    return json.dumps(node, sort_keys=True)
+
+
+def compatible_schema(old: Any, new: Any) -> bool:
+    """Whether ``new`` only adds to ``old``: new *optional* properties; nothing else may differ.
+
+    A new optional request field is ignored by old clients' requests (they never send it) and a new
+    response field is ignored by old clients (they never read it); a new required field, a removed or
+    changed field, or any other change breaks someone.
+    """
+    if _same(old) == _same(new):
+        return True
+    if not (isinstance(old, dict) and isinstance(new, dict) and "properties" in old and "properties" in new):
+        return False
+    rest = {k: v for k, v in old.items() if k != "properties"}
+    if _same(rest) != _same({k: v for k, v in new.items() if k != "properties"}):
+        return False  # title, type, required, additionalProperties, description: all unchanged
+    return all(name in new["properties"] and _same(prop) == _same(new["properties"][name])
+               for name, prop in old["properties"].items())
+
+
 def changed_operations(snapshot: dict, spec: dict) -> list[str]:
     """Every snapshot operation missing or different now, and every schema they use that changed.
 
-    New operations and new schemas are allowed (the contract grows); nothing existing may change.
+    New operations, new schemas and new optional properties are allowed (the contract grows);
+    nothing existing may change.
     """
     problems = []
     used: set[str] = set()
@@ -50,6 +73,6 @@ def changed_operations(snapshot: dict, spec: dict) -> list[str]:
     old_schemas = snapshot.get("components", {}).get("schemas", {})
     new_schemas = spec.get("components", {}).get("schemas", {})
     for name in sorted(_closure(snapshot, used)):
-        if json.dumps(old_schemas.get(name), sort_keys=True) != json.dumps(new_schemas.get(name), sort_keys=True):
+        if not compatible_schema(old_schemas.get(name), new_schemas.get(name)):
             problems.append(f"schema changed: {name}")
     return problems

@@ -13,12 +13,11 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
-from clients import AsyncEmbeddingClient, AsyncRetrievalClient
+from clients import AsyncEmbeddingClient
 from gateway.app import create_app
-from gateway.breaker import CircuitBreaker
-from gateway.cache import LocalLruCache, RedisCache
 from gateway.config import GatewaySettings
-from gateway.serving import Mesh
+from gateway.vectors.cache import LocalLruCache, RedisCache
+from gateway.wiring import build_mesh
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
 
@@ -49,9 +48,7 @@ async def retrieval_port(embedding_service, tmp_path_factory):
 
 def make_app(embedding_target: str, retrieval_port: int, cache=None, **settings):
     s = GatewaySettings(embedding_target=embedding_target, retrieval_target=f"127.0.0.1:{retrieval_port}", **settings)
-    mesh = Mesh(AsyncEmbeddingClient(embedding_target), AsyncRetrievalClient(s.retrieval_target),
-                cache or LocalLruCache(1000), CircuitBreaker(s.breaker_failures, s.breaker_reset_s),
-                s.embed_budget_share)
+    mesh = build_mesh(s, cache=cache or LocalLruCache(1000))
     return create_app(s, mesh)
 
 
@@ -159,7 +156,7 @@ async def test_embedding_down_degrades_to_keyword_and_breaker_stops_waiting(retr
                 assert r.status_code == 200, r.text
                 outs.append(r.json())
             assert all(o["degraded"] and o["mode"] == "keyword" and o["hits"][0]["id"] == "g3" for o in outs)
-            assert app.state.mesh.breaker.state == "open"
+            assert app.state.mesh.vectors.breaker.state == "open"
             dense = await client.post("/v1/search", json={"collection": "gw", "query": "제주", "mode": "dense"})
             assert dense.status_code == 503 and dense.json()["error"]["retryable"]
             metrics = (await client.get("/metrics")).text

@@ -28,7 +28,7 @@ async def http(redis_url):
     await svc.mesh.start()
     await svc.warm_up()
     app = create_app(GatewaySettings(ocr_target=f"127.0.0.1:{svc.port}", embedding_target="127.0.0.1:1",
-                                     retrieval_target="127.0.0.1:1", max_ocr_body_bytes=200_000))
+                                     retrieval_target="127.0.0.1:1", max_ocr_body_bytes=2_000_000))
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
             yield client
@@ -67,7 +67,7 @@ async def test_bad_uploads_are_400_with_fields_and_unknown_jobs_404(http):
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "documents[0].content_base64"
     r = await http.post("/v1/ocr/jobs", json={"documents": []})
     assert r.status_code == 400
-    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": "A" * 300_000}]})
+    r = await http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": "A" * 2_100_000}]})
     assert r.status_code == 413
     r = await http.get("/v1/ocr/jobs/does-not-exist")
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"

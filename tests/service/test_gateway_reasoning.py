@@ -14,12 +14,10 @@ import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
 from bench.standin import ChatStandIn
-from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from gateway.app import create_app
-from gateway.breaker import CircuitBreaker
-from gateway.cache import LocalLruCache
 from gateway.config import GatewaySettings
-from gateway.serving import Mesh
+from gateway.vectors.cache import LocalLruCache
+from gateway.wiring import build_mesh
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
@@ -47,8 +45,7 @@ async def start_reasoning(**kw):
 def app_for(embedding_port: int, retrieval_port: int, reasoning_targets: str, **settings):
     s = GatewaySettings(embedding_target=f"127.0.0.1:{embedding_port}", retrieval_target=f"127.0.0.1:{retrieval_port}",
                         reasoning_targets=reasoning_targets, **settings)
-    mesh = Mesh(AsyncEmbeddingClient(s.embedding_target), AsyncRetrievalClient(s.retrieval_target),
-                LocalLruCache(100), CircuitBreaker(3, 5.0), s.embed_budget_share)
+    mesh = build_mesh(s, cache=LocalLruCache(100))
     return create_app(s, mesh)
 
 

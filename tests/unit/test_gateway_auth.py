@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.auth import ApiKeys
+from gateway.http.auth import ApiKeys
 from gateway.config import GatewaySettings
 from services.bootstrap.settings import settings_from_cli
 

@@ -20,6 +20,15 @@ def test_rule_catches_changes_and_allows_additions():
     changed = copy.deepcopy(spec)
     changed["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]["maximum"] = 1000
     assert "schema changed: SearchRequest" in changed_operations(spec, changed)
+    optional = copy.deepcopy(spec)
+    optional["components"]["schemas"]["SearchRequest"]["properties"]["extra"] = {"type": "string"}
+    assert changed_operations(spec, optional) == []
+    required = copy.deepcopy(optional)
+    required["components"]["schemas"]["SearchRequest"].setdefault("required", []).append("extra")
+    assert "schema changed: SearchRequest" in changed_operations(spec, required)
+    gone = copy.deepcopy(spec)
+    del gone["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]
+    assert "schema changed: SearchRequest" in changed_operations(spec, gone)
     removed = copy.deepcopy(spec)
     del removed["paths"]["/v1/search"]
     assert "removed: POST /v1/search" in changed_operations(spec, removed)

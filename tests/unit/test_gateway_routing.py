@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.routing import BoundedLoadRing
+from gateway.reasoning.routing import BoundedLoadRing
 
 
 def test_bounded_load_ring_moves_only_what_overflows():

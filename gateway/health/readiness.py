@@ -11,8 +11,8 @@ import asyncio
 
 from clients import health as names
 from clients.health import HealthCheck
-from gateway import protocol as api
-from gateway.cache import EmbeddingCache
+from gateway.health import models as api
+from gateway.vectors.cache import EmbeddingCache
 
 
 async def readiness(embedding: HealthCheck, retrieval: HealthCheck, ocr: HealthCheck,

@@ -45,12 +45,21 @@ class BoundedLoadRing:
                 return target
         return self._owners[start]  # unreachable: capacity always leaves room somewhere
 
+    def acquire(self, key: str) -> str:
+        """Pick a target and count a call against it until :meth:`release` (for calls that outlive a block)."""
+        target = self.pick(key)
+        self.load[target] += 1
+        return target
+
+    def release(self, target: str) -> None:
+        """The call counted by :meth:`acquire` ended."""
+        self.load[target] -= 1
+
     @contextmanager
     def hold(self, key: str) -> Iterator[str]:
         """Pick a target and count the call against it while the block runs."""
-        target = self.pick(key)
-        self.load[target] += 1
+        target = self.acquire(key)
         try:
             yield target
         finally:
-            self.load[target] -= 1
+            self.release(target)

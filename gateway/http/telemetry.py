@@ -21,7 +21,7 @@ from opentelemetry import baggage, context, trace
 from prometheus_client import Histogram
 from starlette.routing import Match
 
-from gateway.errors import ErrorBody, ErrorDetail
+from gateway.http.errors import ErrorBody, ErrorDetail
 from services.bootstrap.logs import REQUEST_ID_BAGGAGE, reset_request_id, set_request_id
 from services.bootstrap.telemetry import register_process_limits
 
@@ -46,6 +46,15 @@ def note(**fields: Any) -> None:
             span.set_attribute(f"mesh.{key}", value)
 
 
+def _flat(routes: list[Any]) -> list[Any]:
+    """Routes with included routers expanded (FastAPI keeps an included router as one entry; ours have no prefix)."""
+    out = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        out += _flat(inner.routes) if inner is not None else [route]
+    return out
+
+
 def route_template(routes: list[Any], scope: dict) -> str:
     """The template of the route that served ``scope``, or ``unmatched``.
 
@@ -55,7 +64,7 @@ def route_template(routes: list[Any], scope: dict) -> str:
     served = scope.get("route")
     if served is not None and getattr(served, "path", None):
         return str(served.path)
-    for route in routes:
+    for route in _flat(routes):
         match, _ = route.matches(scope)
         if match == Match.FULL and getattr(route, "path", None):
             return str(route.path)

@@ -11,6 +11,8 @@ import hashlib
 import hmac
 from pathlib import Path
 
+from gateway.http.errors import ApiError, error_response
+
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
@@ -45,3 +47,31 @@ class ApiKeys:
             return False
         digest = _digest(given)
         return any(hmac.compare_digest(digest, d) for d in self._digests)
+
+
+class RequireApiKey:
+    """ASGI middleware: 401 with the standard error body unless the request carries an accepted key.
+
+    ``/v1/`` routes always need a key when keys are configured; the operator paths (``/readyz``,
+    ``/metrics``, ``/docs``, ``/openapi.json``) need one too with ``protect_ops``. ``/healthz`` never does
+    (a liveness probe carries no secret).
+    """
+
+    OPS = ("/readyz", "/metrics", "/docs", "/openapi.json")
+
+    def __init__(self, app, keys: ApiKeys, protect_ops: bool = False) -> None:
+        self.app = app
+        self.keys = keys
+        self.protect_ops = protect_ops
+
+    def _guarded(self, path: str) -> bool:
+        return path.startswith("/v1/") or (self.protect_ops and path.startswith(self.OPS))
+
+    async def __call__(self, scope, receive, send):  # noqa: D102
+        if scope["type"] != "http" or not self.keys.enabled or not self._guarded(scope.get("path", "")):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        if self.keys.allows(headers):
+            return await self.app(scope, receive, send)
+        refused = ApiError(401, "unauthenticated", "missing or wrong API key (X-API-Key or Authorization: Bearer)")
+        return await error_response(refused)(scope, receive, send)

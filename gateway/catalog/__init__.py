@@ -1,0 +1,1 @@
+"""Collections, documents and their ingest/reindex jobs."""

@@ -1,0 +1,36 @@
+"""Liveness, readiness (every dependency through the clients) and Prometheus metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gateway.health import models as api
+from gateway.health.readiness import readiness
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=api.Health)
+async def healthz():
+    """Liveness: the process answers."""
+    return api.Health(status="ok")
+
+
+@router.get("/readyz", response_model=api.Health, responses={503: {"model": api.Health}})
+async def readyz(request: Request):
+    """Readiness: retrieval must serve; OCR and reasoning are reported, not required.
+
+    Search can degrade without embedding, so embedding down is `degraded`, not unavailable.
+    """
+    mesh = request.app.state.mesh
+    body, ready = await readiness(mesh.vectors.client, mesh.retrieval, mesh.ocr.client, mesh.reasoning.clients,
+                                  mesh.vectors.cache)
+    return body if ready else JSONResponse(body.model_dump(), status_code=503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics():
+    """Prometheus metrics."""
+    return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)

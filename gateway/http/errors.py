@@ -1,0 +1,139 @@
+"""One error body for every failure, the one table from gRPC codes to HTTP statuses, and the handlers.
+
+Routes and serving classes never catch a client error to translate it: :func:`install` registers one
+handler for :class:`clients.errors.MeshClientError` (and one each for our own :class:`ApiError`, schema
+violations and unknown paths), so every failure leaves through the same table with the same body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from clients.errors import MeshClientError
+
+# gRPC code -> HTTP status (DESIGN.md). Anything not listed is 500.
+HTTP_STATUS: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+class FieldError(BaseModel):
+    """One bad field."""
+
+    field: str = Field(description="path of the field, e.g. `query` or `documents[2].id`")
+    description: str
+
+
+class ErrorDetail(BaseModel):
+    """The error."""
+
+    code: str = Field(description="machine-readable code, e.g. `invalid_argument`, `unavailable`")
+    message: str
+    retryable: bool = Field(description="whether the same request may succeed later")
+    fields: list[FieldError] = Field(default_factory=list)
+    retry_after_s: float | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every non-2xx response of the gateway has this body."""
+
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """An error that becomes an HTTP response with :class:`ErrorBody`."""
+
+    def __init__(self, status: int, code: str, message: str, *, retryable: bool = False,
+                 fields: list[FieldError] | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = ErrorBody(error=ErrorDetail(code=code, message=message, retryable=retryable,
+                                                fields=fields or [], retry_after_s=retry_after_s))
+
+
+def from_client_error(err) -> ApiError:
+    """Translate a ``clients`` error (carrying a gRPC code) through the table."""
+    status = HTTP_STATUS.get(err.code, 500)
+    fields = [FieldError(field=v.field, description=v.description) for v in getattr(err, "violations", [])]
+    return ApiError(status, err.code.name.lower(), err.message, retryable=status in (429, 503, 504),
+                    fields=fields, retry_after_s=getattr(err, "retry_after_s", None))
+
+
+def documented(*codes: int, described: bool = True) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these statuses, each with the :class:`ErrorBody` model.
+
+    ``described=False`` keeps FastAPI's stock descriptions (the LLM and OCR routes were frozen that way).
+    """
+    return {code: {"model": ErrorBody, **({"description": DESCRIPTIONS[code]} if described else {})}
+            for code in codes}
+
+
+DESCRIPTIONS = {
+    400: "invalid request (fields named in `error.fields`)", 401: "missing or wrong API key",
+    404: "unknown collection, job or model", 409: "conflict or failed precondition",
+    413: "request body too large", 422: "request body does not match the schema",
+    429: "overloaded; retry after `error.retry_after_s`", 499: "client closed the request",
+    503: "a required service is unavailable", 504: "the request deadline passed"}
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    """The HTTP response of an error; a retryable refusal (429/503) says when to come back."""
+    error = exc.body.error
+    headers = None
+    if error.retry_after_s or (error.retryable and exc.status in (429, 503)):
+        headers = {"Retry-After": str(max(1, round(error.retry_after_s or 1)))}
+    return JSONResponse(exc.body.model_dump(), status_code=exc.status, headers=headers)
+
+
+def _schema_field(loc: tuple) -> str:
+    """``("body", "documents", 0, "id")`` -> ``documents[0].id`` (the REST field path every error uses)."""
+    out = ""
+    for part in loc:
+        if part == "body":
+            continue
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def install(app: FastAPI) -> None:
+    """Register the gateway's exception handlers on ``app``."""
+
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc)
+
+    async def client_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(from_client_error(exc))
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        fields = [FieldError(field=_schema_field(tuple(e["loc"])), description=e["msg"]) for e in exc.errors()]
+        return error_response(ApiError(400, "invalid_argument", "request does not match the schema", fields=fields))
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(ApiError(exc.status_code, code, str(exc.detail)))
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(MeshClientError, client_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -1,0 +1,1 @@
+"""OCR jobs through the OCR service."""

@@ -1,0 +1,71 @@
+"""OCR jobs over the OCR client: decode uploads, submit, read state and results (no HTTP here)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from mesh.ocr.v1 import ocr_pb2 as pb
+
+from clients.errors import MeshClientError
+from clients.ocr import AsyncOcrClient
+from gateway.http.errors import ApiError, FieldError, from_client_error
+from gateway.ocr import protocol as api
+
+STATES = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_SUCCEEDED: "succeeded",
+          pb.JOB_STATE_FAILED: "failed"}
+ENGINES = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VLM: "vlm"}
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def job_view(job: pb.Job, result: pb.GetJobResultResponse | None = None) -> api.OcrJob:
+    """The REST view of a job (and its result once it succeeded)."""
+    out = api.OcrJob(id=job.job_id, state=STATES.get(job.state, "queued"),  # type: ignore[arg-type]
+                     pages_total=job.pages_total, pages_done=job.pages_done, error=job.error,
+                     created_unix_ms=job.created_unix_ms, updated_unix_ms=job.updated_unix_ms,
+                     expires_unix_ms=job.expires_unix_ms)
+    if result is not None:
+        out.result = api.OcrResult(text=result.text, pages=[api.OcrPage(
+            index=p.index, text=p.text, engine=ENGINES.get(p.engine, "tesseract"),  # type: ignore[arg-type]
+            mean_confidence=round(p.mean_confidence, 2), fallback_reason=p.fallback_reason,
+            fallback_error=p.fallback_error, skew_degrees=round(p.skew_degrees, 2),
+            ms=round(p.timings.total_ns / 1e6, 2),
+            lines=[api.OcrLine(text=ln.text, confidence=round(ln.confidence, 2),
+                               box=[ln.box.left, ln.box.top, ln.box.width, ln.box.height]) for ln in p.lines])
+            for p in result.pages])
+    return out
+
+
+class Ocr:
+    """Submit and poll OCR jobs (their state lives in Redis behind the OCR service)."""
+
+    def __init__(self, client: AsyncOcrClient) -> None:
+        self.client = client
+
+    async def submit(self, body: api.OcrJobRequest) -> api.OcrJob:
+        """Decode the uploads (400 naming the bad one), then queue the job."""
+        contents = []
+        for i, doc in enumerate(body.documents):
+            try:
+                contents.append(base64.b64decode(doc.content_base64, validate=True))
+            except (binascii.Error, ValueError):
+                raise ApiError(400, "invalid_argument", "a document is not valid base64", fields=[
+                    FieldError(field=f"documents[{i}].content_base64", description="standard base64")]) from None
+        options = pb.Options(languages=body.languages or "", disable_fallback=not body.vlm_fallback,
+                             disable_deskew=not body.deskew)
+        try:
+            return job_view(await self.client.submit_job(contents, options, timeout_s=60))
+        except MeshClientError as err:
+            api_err = from_client_error(err)
+            for f in api_err.body.error.fields:  # the service names uploads contents[i]; REST says documents[i]
+                f.field = f.field.replace("contents[", "documents[")
+            raise api_err from None
+
+    async def job(self, job_id: str) -> api.OcrJob:
+        """A job's state, with its result once it succeeded."""
+        if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
+            raise ApiError(404, "not_found", "no such OCR job (job ids are 32 hexadecimal characters)")
+        job = await self.client.get_job(job_id, timeout_s=10)
+        done = job.state == pb.JOB_STATE_SUCCEEDED
+        return job_view(job, await self.client.get_job_result(job_id, timeout_s=30) if done else None)

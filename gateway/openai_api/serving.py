@@ -1,0 +1,59 @@
+"""OpenAI-compatible embeddings and models over the embedding client (what the official client expects)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Literal
+
+import numpy as np
+
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError, FieldError
+from gateway.openai_api import protocol as api
+from gateway.vectors.query import QueryVectors
+
+OWNER = "korean-inference-mesh"
+QUERY_SUFFIX = ":query"  # the same model, embedding its input as queries ("query: " prefix)
+
+
+class OpenAiCompat:
+    """``/v1/embeddings`` and ``/v1/models``."""
+
+    def __init__(self, vectors: QueryVectors) -> None:
+        self.vectors = vectors
+
+    async def models(self, deadline: Deadline) -> api.ModelList:
+        """The served model, as passages and as queries."""
+        info = await self.vectors.info(deadline)
+        return api.ModelList(data=[api.ModelCard(id=mid, created=0, owned_by=OWNER)
+                                   for mid in (info.model_id, info.model_id + QUERY_SUFFIX)])
+
+    async def model(self, model_id: str, deadline: Deadline) -> api.ModelCard:
+        """One model (the official client's ``models.retrieve``); 404 naming what is served."""
+        for card in (await self.models(deadline)).data:
+            if card.id == model_id:
+                return card
+        raise ApiError(404, "not_found", f"model {model_id!r} is not served; GET /v1/models lists them")
+
+    async def embeddings(self, req: api.EmbeddingsRequest, deadline: Deadline) -> api.EmbeddingsResponse:
+        """Embed texts; base64 is little-endian float32, as the official client expects."""
+        info = await self.vectors.info(deadline)
+        kind: Literal["query", "passage"] = "query" if req.model.endswith(QUERY_SUFFIX) else "passage"
+        if req.model.removesuffix(QUERY_SUFFIX) != info.model_id:
+            raise ApiError(404, "not_found", f"model {req.model!r} is not served; GET /v1/models lists them")
+        if req.dimensions is not None and req.dimensions != info.dim:
+            raise ApiError(400, "invalid_argument", "unsupported dimensions",
+                           fields=[FieldError(field="dimensions", description=f"this model has {info.dim}")])
+        texts = [req.input] if isinstance(req.input, str) else req.input
+        if not 1 <= len(texts) <= 256:
+            raise ApiError(400, "invalid_argument", "invalid input",
+                           fields=[FieldError(field="input", description="give 1 to 256 texts")])
+        result = await self.vectors.client.embed(texts, kind, timeout_s=deadline.check())
+        data = []
+        for i, vec in enumerate(result.vectors):
+            emb: list[float] | str = (base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode()
+                                      if req.encoding_format == "base64" else vec.tolist())
+            data.append(api.EmbeddingData(index=i, embedding=emb))
+        tokens = int(sum(result.token_counts))
+        return api.EmbeddingsResponse(data=data, model=req.model,
+                                      usage=api.Usage(prompt_tokens=tokens, total_tokens=tokens))

@@ -1,0 +1,1 @@
+"""LLM features: recommendations with reasons, chat, summaries."""

@@ -1,0 +1,98 @@
+"""The LLM routes' REST models: recommendations, chat, summaries (contract v1; fields only added)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from gateway.http.models import Strict
+from gateway.search.protocol import SearchFilter
+
+
+class LlmUsage(BaseModel):
+    """Accounting of the LLM work behind a response."""
+
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_ms: float
+    total_ms: float
+    tokens_per_second: float
+    cost_usd: float
+    backend: str
+    model: str
+    estimated: bool = Field(description="token counts estimated (the backend reported none)")
+    instance: str = Field(description="the reasoning instance that served the call")
+
+
+class RecommendRequest(Strict):
+    """Search a catalog, then explain every card in one LLM call."""
+
+    collection: str = Field(min_length=1, max_length=64, examples=["demo"])
+    query: str = Field(min_length=1, max_length=500, examples=["부모님께 드릴 선물 추천"])
+    top_k: int = Field(5, ge=1, le=20)
+    filter: SearchFilter | None = None
+    reasons: bool = Field(True, description="write reasons (false: cards only)")
+    session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+
+
+class Card(BaseModel):
+    """A recommended item and why."""
+
+    id: str
+    score: float
+    text: str
+    payload: dict[str, Any]
+    reason_short: str | None
+    reason_long: str | None
+
+
+class RecommendResponse(BaseModel):
+    """Cards best first.
+
+    ``reasons_status`` is ``failed`` (with ``reasons_error``) when the LLM could not answer in time:
+    the cards are still the search result.
+    """
+
+    cards: list[Card]
+    search_mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool
+    reasons_status: Literal["ok", "skipped", "failed"]
+    reasons_error: str | None = None
+    usage: LlmUsage | None = None
+
+
+class ChatMessage(Strict):
+    """An earlier turn."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=20000)
+
+
+class ChatRequest(Strict):
+    """One chat turn; history is append-only and sent back by the caller each turn."""
+
+    session_id: str = Field(min_length=1, max_length=128, description="routes every turn to one instance")
+    message: str = Field(min_length=1, max_length=20000)
+    system: str = Field("", max_length=20000, description="keep it identical across turns (prefix cache)")
+    history: list[ChatMessage] = Field(default_factory=list, max_length=200)
+    max_tokens: int | None = Field(None, ge=1, le=4096)
+    temperature: float | None = Field(None, ge=0, le=2)
+
+
+class SummaryRequest(Strict):
+    """A text to summarise (5 s deadline by default, never retried)."""
+
+    text: str = Field(min_length=1, max_length=20000)
+    max_sentences: int = Field(3, ge=1, le=10)
+    session_id: str | None = Field(None, max_length=128)
+
+
+class SummaryResponse(BaseModel):
+    """The summary, or ``failed`` with an empty summary."""
+
+    summary: str
+    failed: bool
+    failure_reason: str | None = None
+    usage: LlmUsage | None = None

@@ -1,0 +1,67 @@
+"""LLM routes: recommendations (JSON and SSE), chat (SSE), summaries; logic in :mod:`gateway.reasoning.serving`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
+
+from gateway.http import deadline
+from gateway.http.deadline import Deadline
+from gateway.http.errors import documented
+from gateway.reasoning import protocol as api
+from gateway.reasoning.serving import Reasoning
+
+router = APIRouter(tags=["reasoning"])
+ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504, described=False)
+SSE_DOC: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                 "description": "Server-sent events; the last event is `done` or `error`."}}
+SSE_HEADERS = {"Cache-Control": "no-cache"}
+
+
+def _reasoning(request: Request) -> Reasoning:
+    return request.app.state.mesh.reasoning
+
+
+@router.post("/v1/recommendations", response_model=api.RecommendResponse, responses=ERRORS)
+async def recommend(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
+    """Search, then one LLM call for every card's short and long reason.
+
+    The reasons degrade (cards without reasons, `reasons_status: failed`) instead of failing the
+    request.
+    """
+    return await _reasoning(request).recommend(body, dl)
+
+
+@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC})
+async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
+    """Recommendations as server-sent events.
+
+    `cards` (the search result, at once), then `reasons` (one event with every reason), then `done`;
+    or `error` after `cards` when the reasons fail.
+    """
+    reasoning = _reasoning(request)
+    found = await reasoning.cards(body, dl)  # errors before the stream starts are plain HTTP errors
+    return StreamingResponse(reasoning.recommend_events(body, found, dl), media_type="text/event-stream",
+                             headers=SSE_HEADERS)
+
+
+@router.post("/v1/chat", responses={**ERRORS, **SSE_DOC})
+async def chat(body: api.ChatRequest, request: Request, dl: Deadline = deadline.LLM):
+    """One chat turn as server-sent events.
+
+    `delta` events ({"text"}), then `done` ({"finish_reason", "usage"}) or `error` (the ErrorBody
+    shape; `error.code` names the kind, e.g. `first_token_timeout`). Routed by `session_id`; the
+    instance is named in `X-Mesh-Reasoning-Instance`.
+    """
+    stream = await _reasoning(request).chat(body, dl)
+    return StreamingResponse(stream.events(), media_type="text/event-stream", background=BackgroundTask(stream.release),
+                             headers={**SSE_HEADERS, "X-Mesh-Reasoning-Instance": stream.target})
+
+
+@router.post("/v1/summaries", response_model=api.SummaryResponse, responses=ERRORS)
+async def summarize(body: api.SummaryRequest, request: Request, dl: Deadline = deadline.LLM):
+    """A summary within the summary deadline (5 s by default), or `failed: true` with an empty summary."""
+    return JSONResponse((await _reasoning(request).summarize(body, dl)).model_dump())

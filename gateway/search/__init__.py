@@ -1,0 +1,1 @@
+"""Search: REST models, serving logic and the route."""

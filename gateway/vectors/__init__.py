@@ -1,0 +1,1 @@
+"""The query-vector owner: cache, circuit breaker and the embedding client behind them."""
