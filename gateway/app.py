@@ -18,8 +18,10 @@ from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
 from gateway.health.router import router as health_router
 from gateway.http import errors
+from gateway.http.admission import RateLimit, Shedding
 from gateway.http.auth import ApiKeys, RequireApiKey
 from gateway.http.deadline import TIMEOUT_HEADER
+from gateway.http.docs import install_docs
 from gateway.http.limits import BodyLimit
 from gateway.http.telemetry import RequestTelemetry
 from gateway.ocr.router import router as ocr_router
@@ -43,14 +45,21 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         yield
         await app.state.mesh.close()
 
-    app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan, description=DESCRIPTION)
+    app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan, description=DESCRIPTION,
+                  docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, health_router):
         app.include_router(router)
     errors.install(app)
-    # Middleware, innermost first: body limits, API keys, then (outermost) request id, metrics, access line.
+    install_docs(app)
+    # Middleware, innermost first: body limits, load shedding, rate limits, API keys, then (outermost)
+    # request id, metrics and the access line, so every refusal above is logged and counted too.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, prefix_limits={
         "/v1/ocr/": settings.max_ocr_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes})
+    app.add_middleware(Shedding, wait_s=settings.shed_wait_s, limits={
+        "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
+        "/v1/embeddings": settings.max_inflight_embeddings})
+    app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)
     app.add_middleware(RequestTelemetry, routes=app.router.routes)

@@ -45,6 +45,13 @@ class GatewaySettings(BaseSettings):
                                        description="largest ingest request body (10,000 documents of ~3 KB)")
     protect_ops: bool = Field(False, description="with API keys set, also require one for /readyz, /metrics, "
                                                  "/docs and /openapi.json")
+    rate_limit_per_s: float = Field(0.0, ge=0, description="requests a second per caller (API key, or address "
+                                                            "without keys) on /v1/ routes; 0 = no limit")
+    rate_limit_burst: int = Field(50, ge=1, description="requests a caller may send at once above its rate")
+    max_inflight_search: int = Field(16, ge=0, description="searches (and recommendations) in flight at once; "
+                                                          "more wait --shed-wait-s, then 429; 0 = no cap")
+    max_inflight_embeddings: int = Field(4, ge=0, description="/v1/embeddings calls in flight at once; 0 = no cap")
+    shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
     job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "
                                                                 "resumed by another instance")

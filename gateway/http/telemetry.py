@@ -10,6 +10,7 @@ also puts them on the request's span. Never user text: ids, counts, flags and ti
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import re
@@ -107,6 +108,12 @@ class RequestTelemetry:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            # The server is stopping and the grace period ran out (or the client left): a request that
+            # has not answered yet is told to retry elsewhere, not handed a bare 500.
+            if not started:
+                await _shutting_down(send_with_id)
+            raise
         except Exception as exc:  # a bug, not a client error: the one error body, logged with its traceback
             failure = exc
             if started:  # a stream already under way cannot change its status: let the server close it
@@ -136,3 +143,17 @@ async def _internal_error(send: Any, request_id: str) -> None:
     await send({"type": "http.response.start", "status": 500,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
     await send({"type": "http.response.body", "body": raw})
+
+
+async def _shutting_down(send: Any) -> None:
+    """Answer 503 + Retry-After: this instance is going away; another one (or this one, restarted) will serve."""
+    body = ErrorBody(error=ErrorDetail(code="unavailable", retryable=True, retry_after_s=1.0,
+                                       message="the gateway is shutting down; retry"))
+    raw = body.model_dump_json().encode()
+    try:
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),
+            (b"retry-after", b"1")]})
+        await send({"type": "http.response.body", "body": raw})
+    except Exception:  # noqa: BLE001 - the connection may already be gone
+        pass
