@@ -73,11 +73,12 @@ class JobStore:
     """Submit/status/result over Redis, and this instance's workers."""
 
     def __init__(self, extractor: Extractor, redis_url: str, *, ttl_s: int, max_queued: int, max_pages: int,
-                 workers: int, timeout_s: float = 2.0) -> None:
+                 workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024) -> None:
         self.extractor = extractor
         self.ttl_s = ttl_s
         self.max_queued = max_queued
         self.max_pages = max_pages
+        self.max_store_bytes = max_store_bytes
         self.workers = workers
         self.instance = uuid.uuid4().hex[:12]
         self.redis = aioredis.from_url(redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
@@ -130,6 +131,14 @@ class JobStore:
         try:
             if await self.redis.llen(QUEUE) >= self.max_queued:
                 raise Overloaded(f"{self.max_queued} jobs already queued", retry_after_s=5.0)
+            # Uploads wait in Redis until read: bound what they may take in total (Redis runs without
+            # eviction, so an unbounded queue would end in every write failing).
+            used = int((await self.redis.info("memory")).get("used_memory", 0))
+            size = sum(len(c) for c in contents)
+            if used + size > self.max_store_bytes:
+                raise Overloaded(f"the job store holds {used // 2**20} MiB; {size // 2**20} MiB more would pass "
+                                 f"its {self.max_store_bytes // 2**20} MiB limit (--max-store-bytes)",
+                                 retry_after_s=30.0)
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hset(self._key(job_id), mapping=cast(Any, state))
                 pipe.rpush(self._key(job_id, "input"), *contents)
@@ -266,6 +275,7 @@ class JobStore:
         except MeshError as err:
             await self.redis.hset(key, mapping={"state": "FAILED", "error": f"page {index}: {err.message}",
                                                 "updated_unix_ms": _now_ms()})
+            await self.redis.delete(self._key(job_id, "input"))  # a failed job's uploads are never read again
             return
         await self.redis.hset(key, mapping={"state": "SUCCEEDED", "updated_unix_ms": _now_ms()})
         await self.redis.delete(self._key(job_id, "input"))
