@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import grpc
-
+from clients.channels import aio_channel
 from clients.health import HealthState, check_health
 
 
@@ -20,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     async def check() -> HealthState:
-        async with grpc.aio.insecure_channel(args.target) as channel:
+        async with aio_channel(args.target) as channel:
             return await check_health(channel, args.service, args.timeout_s)
 
     state = asyncio.run(check())

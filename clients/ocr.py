@@ -6,6 +6,7 @@ import grpc
 from mesh.ocr.v1 import ocr_pb2 as pb
 from mesh.ocr.v1 import ocr_pb2_grpc as pb_grpc
 
+from clients.channels import aio_channel
 from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 from clients.retry import retry_options
@@ -23,7 +24,7 @@ class AsyncOcrClient(HealthCheck):
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target, options=[
+        self._channel = channel or aio_channel(target, options=[
             *_RETRY, ("grpc.max_send_message_length", _MAX_MESSAGE),
             ("grpc.max_receive_message_length", _MAX_MESSAGE)])
         self._stub = pb_grpc.OcrServiceStub(self._channel)

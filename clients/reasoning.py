@@ -12,6 +12,7 @@ import grpc
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 
+from clients.channels import aio_channel
 from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 
@@ -25,7 +26,7 @@ class AsyncReasoningClient(HealthCheck):
                  channel: grpc.aio.Channel | None = None) -> None:
         self.target = target
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target)
+        self._channel = channel or aio_channel(target)
         self._stub = pb_grpc.ReasoningServiceStub(self._channel)
 
     async def _stream(self, call) -> AsyncIterator:

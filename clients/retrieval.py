@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
+from clients.channels import aio_channel
 from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 from clients.retry import retry_options
@@ -226,7 +227,7 @@ class AsyncRetrievalClient(HealthCheck):
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target, options=[*_RETRY, *_LIMITS])
+        self._channel = channel or aio_channel(target, options=[*_RETRY, *_LIMITS])
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     async def _call(self, method, request, timeout_s: float | None):

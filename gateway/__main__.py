@@ -9,6 +9,7 @@ from prometheus_client import start_http_server
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.http.protocol import protocol_with_timeout
 from services.bootstrap.errors import StartupError
 from services.bootstrap.logs import configure_logging
 from services.bootstrap.settings import fail, settings_from_cli
@@ -51,8 +52,12 @@ def main() -> None:
             fail(PROG, f"metrics port {settings.metrics_port} on {settings.host} cannot be bound ({exc.strerror}): "
                        "stop the process holding it, or choose another with --metrics-port")
         metrics_port = metrics_http.server_address[1]
+    if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
+        fail(PROG, "HTTPS needs both --tls-cert-file and --tls-key-file")
     config = uvicorn.Config(create_app(settings, tracer_provider=provider), log_level="warning", access_log=False,
-                            log_config=None, timeout_graceful_shutdown=5)
+                            log_config=None, timeout_graceful_shutdown=5, limit_concurrency=settings.max_connections,
+                            ssl_certfile=settings.tls_cert_file, ssl_keyfile=settings.tls_key_file,
+                            http=protocol_with_timeout(settings.header_timeout_s))
     print(f"SERVING port={sock.getsockname()[1]} metrics_port={metrics_port}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -43,6 +43,13 @@ class GatewaySettings(BaseSettings):
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
     max_ingest_body_bytes: int = Field(32_000_000, ge=1024,
                                        description="largest ingest request body (10,000 documents of ~3 KB)")
+    tls_cert_file: FilePath | None = Field(None, description="serve HTTPS with this certificate (PEM; with "
+                                                             "--tls-key-file); unset: plain HTTP")
+    tls_key_file: FilePath | None = Field(None, description="the certificate's private key (PEM)")
+    header_timeout_s: float = Field(10.0, gt=0, le=300, description="time a connection has to send each "
+                                                                   "request's headers before it is closed")
+    max_connections: int = Field(1000, ge=1, description="connections and requests served at once; beyond it "
+                                                         "new ones get 503 (half-open connections cannot pile up)")
     protect_ops: bool = Field(False, description="with API keys set, also require one for /readyz, /metrics, "
                                                  "/docs and /openapi.json")
     rate_limit_per_s: float = Field(0.0, ge=0, description="requests a second per caller (API key, or address "

@@ -104,6 +104,19 @@ class MeshServer:
             self._metrics_http.shutdown()  # type: ignore[attr-defined]
 
 
+def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | None:
+    """TLS (or mutual TLS with ``--tls-client-ca-file``) from the settings, or None for plaintext."""
+    if settings.tls_cert_file is None and settings.tls_key_file is None:
+        if settings.tls_client_ca_file is not None:
+            raise StartupError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file (the server's own)")
+        return None
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        raise StartupError("TLS needs both --tls-cert-file and --tls-key-file")
+    ca = settings.tls_client_ca_file.read_bytes() if settings.tls_client_ca_file is not None else None
+    return grpc.ssl_server_credentials([(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())],
+                                       root_certificates=ca, require_client_auth=ca is not None)
+
+
 async def create_server(
     settings: ServiceSettings,
     registrations: list[ServiceRegistration],
@@ -137,9 +150,13 @@ async def create_server(
     server.add_generic_rpc_handlers([service_handler(r.descriptor, r.servicer) for r in registrations])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    if settings.reflection:
+        reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    credentials = server_credentials(settings)
     try:
-        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        address = f"{settings.host}:{settings.port}"
+        port = (server.add_secure_port(address, credentials) if credentials is not None
+                else server.add_insecure_port(address))
     except RuntimeError:  # grpcio raises RuntimeError when the address cannot be bound
         port = 0
     if port == 0:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, Literal, NoReturn, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, FilePath, SecretStr, ValidationError
 from pydantic_settings import BaseSettings
 
 S = TypeVar("S", bound="ServiceSettings")
@@ -31,6 +31,13 @@ class ServiceSettings(BaseSettings):
     workers: int = Field(1, ge=1, le=64, description="worker processes serving the same port (SO_REUSEPORT); "
                                                      "with more than 1 this process supervises them")
     reuse_port: bool = Field(False, description="bind with SO_REUSEPORT (set by the supervisor for its workers)")
+    tls_cert_file: FilePath | None = Field(None, description="serve TLS with this certificate (PEM; with "
+                                                             "--tls-key-file); unset: plaintext")
+    tls_key_file: FilePath | None = Field(None, description="the certificate's private key (PEM)")
+    tls_client_ca_file: FilePath | None = Field(None, description="require client certificates signed by this CA "
+                                                                  "(mutual TLS); needs --tls-cert-file")
+    reflection: bool = Field(True, description="serve gRPC reflection (grpcurl without protos); "
+                                               "--no-reflection hides the schema")
 
 
 def fail(prog: str, message: str, code: int = 2) -> NoReturn:
