@@ -29,7 +29,7 @@ async def create_collection(body: api.CollectionCreate, request: Request, dl: De
 @router.get("/v1/collections", response_model=api.CollectionList, responses=NEW_ERRORS, tags=["collections"])
 async def list_collections(request: Request, dl: Deadline = deadline.ADMIN):
     """Every catalog, by name."""
-    return await _catalog(request).list(dl)
+    return await _catalog(request).list_all(dl)
 
 
 @router.get("/v1/collections/{name}", response_model=api.CollectionInfo, responses=ERRORS, tags=["collections"])

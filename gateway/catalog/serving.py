@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -46,7 +47,7 @@ class Catalog:
         """Describe a collection."""
         return collection_info(await self.retrieval.get_collection(name, timeout_s=deadline.check()))
 
-    async def list(self, deadline: Deadline) -> api.CollectionList:
+    async def list_all(self, deadline: Deadline) -> api.CollectionList:
         """Every collection."""
         found = await self.retrieval.list_collections(timeout_s=deadline.check())
         return api.CollectionList(collections=[collection_info(c) for c in found])
@@ -112,13 +113,31 @@ class Catalog:
             async for event in self.retrieval.upsert_stream(record.subject, batches[first:]):
                 if isinstance(event, BatchWritten):
                     index = first + event.sequence
-                    written = 0 if event.error else len(batches[index])
-                    upserted += written
-                    await ctx.progress(done=upserted, resume=index + 1, failed_batch=bool(event.error),
-                                       error=f"batch {index}: {event.error}" if event.error else None)
+                    error = await self._retry(record.subject, batches[index]) if event.error else ""
+                    upserted += 0 if error else len(batches[index])
+                    await ctx.progress(done=upserted, resume=index + 1, failed_batch=bool(error),
+                                       error=f"batch {index}: {error}" if error else None)
         except MeshClientError as err:
             await ctx.progress(error=f"{err.code.name}: {err.message}")
         return {"upserted": upserted, "batches": len(batches), "failed_batches": record.failed_batches}
+
+    async def _retry(self, collection: str, batch: list[Document], attempts: int = 4) -> str:
+        """Write a batch the stream refused on its own; returns the final error, or "" once written.
+
+        A retryable refusal (a reindex swapping, the embedding service restarting) is retried with
+        backoff; a permanent one comes back with its named fields.
+        """
+        delay = 0.25
+        for attempt in range(attempts):
+            try:
+                await self.retrieval.upsert(collection, batch, timeout_s=60)
+                return ""
+            except MeshClientError as err:
+                if not err.retryable or attempt == attempts - 1:
+                    return f"{err.code.name}: {err.message}"
+            await asyncio.sleep(delay)
+            delay *= 2
+        return "not written"
 
     async def _reindex(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
         """Rebuild and swap (a resumed reindex starts over: the old collection keeps serving until the swap)."""
