@@ -7,15 +7,9 @@ from services.ocr.config import OcrSettings
 from services.ocr.server import create_ocr_service
 
 
-async def release(service) -> None:
-    """Free the service's engines after the server stopped."""
-    await service.jobs.close()
-    await service.extractor.close()
-
-
 def main() -> None:
     """Run the ocr service until SIGTERM."""
-    run_service(OcrSettings, "ocr", create_ocr_service, release)
+    run_service(OcrSettings, "ocr", create_ocr_service)
 
 
 if __name__ == "__main__":

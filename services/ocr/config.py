@@ -28,7 +28,12 @@ class OcrSettings(ServiceSettings):
     max_side: int = Field(1920, ge=256, description="long side of the image Tesseract reads")
     pdf_dpi: int = Field(200, ge=72, le=600, description="PDF render resolution")
     deskew: bool = Field(True, description="straighten skewed text lines before OCR")
-    smooth_radius: float = Field(1.0, ge=0, le=5, description="Gaussian blur radius before OCR (0: off)")
+    smooth_radius: float = Field(0.0, ge=0, le=5, description="Gaussian blur radius before OCR (0: off; "
+                                 "a fixed blur hurt photographed pages and covers)")
+    flatten: bool = Field(True, description="flatten backgrounds, invert light text, stretch low contrast per page")
+    line_height: int = Field(48, ge=16, le=120, description="height lines of uneven or extreme size are scaled to")
+    max_implausible: float = Field(0.12, ge=0, le=1, description="share of implausible characters (Kiwi-checked "
+                                                                 "Korean) above which OCR failed")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")
@@ -41,4 +46,7 @@ class OcrSettings(ServiceSettings):
     redis_timeout_s: float = Field(2.0, gt=0, description="timeout of one Redis call")
     job_ttl_s: int = Field(86400, ge=10, description="how long a job and its result stay queryable")
     max_queued_jobs: int = Field(1000, ge=1, description="queued jobs before SubmitJob answers RESOURCE_EXHAUSTED")
+    max_store_bytes: int = Field(256 * 1024 * 1024, ge=1024 * 1024,
+                                 description="Redis memory (uploads, results) above which SubmitJob answers "
+                                             "RESOURCE_EXHAUSTED instead of storing more")
     job_workers: int = Field(1, ge=0, le=32, description="concurrent jobs in this process (0: submit only)")

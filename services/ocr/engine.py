@@ -45,6 +45,7 @@ class Recognition:
     mean_confidence: float
     lines: list[Line] = field(default_factory=list)
     word_confidences: list[float] = field(default_factory=list)
+    words: list[tuple[str, float]] = field(default_factory=list)  # (text, confidence) per word
 
 
 class TesseractPool:
@@ -98,7 +99,7 @@ class TesseractPool:
             api.Recognize()
             text = api.GetUTF8Text().strip()
             mean = float(api.MeanTextConf())
-            words: list[float] = []
+            words: list[tuple[str, float]] = []
             lines: list[Line] = []
             if text:
                 it = api.GetIterator()
@@ -113,13 +114,15 @@ class TesseractPool:
                             lines.append(Line(line_text, float(it.Confidence(tesserocr.RIL.TEXTLINE)),
                                               (x1, y1, x2 - x1, y2 - y1)))
                     try:
-                        if it.GetUTF8Text(tesserocr.RIL.WORD):
-                            words.append(float(it.Confidence(tesserocr.RIL.WORD)))
+                        word = it.GetUTF8Text(tesserocr.RIL.WORD)
+                        if word:
+                            words.append((word, float(it.Confidence(tesserocr.RIL.WORD))))
                     except RuntimeError:
                         pass
                     if not it.Next(tesserocr.RIL.WORD):
                         break
-        return Recognition(text=text, mean_confidence=mean if text else 0.0, lines=lines, word_confidences=words)
+        return Recognition(text=text, mean_confidence=mean if text else 0.0, lines=lines,
+                           word_confidences=[c for _, c in words], words=words)
 
     def close(self) -> None:
         """Release every engine."""

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from opentelemetry import trace
-from PIL import Image
+from PIL import Image, ImageFilter
 from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
 from services.ocr.engine import Line, Recognition, TesseractPool
-from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, preprocess
+from services.ocr.enhance import Enhance, Prepared, prepare
+from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, to_gray
+from services.ocr.plausibility import KoreanPlausibility, Plausibility
 from services.ocr.vlm import VisionReader
 
 TRACER = trace.get_tracer("services.ocr")
@@ -28,13 +30,19 @@ PAGE_SECONDS = Histogram("mesh_ocr_page_seconds", "time per page (preprocess + O
 
 @dataclass(frozen=True)
 class FallbackPolicy:
-    """When Tesseract's answer counts as a failure."""
+    """When Tesseract's answer counts as a failure: no text, low confidence, or text that is not plausible.
+
+    ``max_implausible`` bounds the share of characters in implausible pieces (see
+    :mod:`services.ocr.plausibility`); it was chosen on the tuning split of bench/ocr_set.py and is
+    reported on the report split (bench/results/ocr.md).
+    """
 
     min_confidence: float = 60.0
     max_low_word_share: float = 0.4
     low_word_confidence: float = 50.0
+    max_implausible: float = 0.12
 
-    def failure(self, rec: Recognition) -> str:
+    def failure(self, rec: Recognition, plausibility: Plausibility | None = None) -> str:
         """The reason Tesseract failed, or "" when its text is accepted."""
         if not rec.text.strip():
             return "no_text"
@@ -43,6 +51,8 @@ class FallbackPolicy:
         words = rec.word_confidences
         if words and sum(c < self.low_word_confidence for c in words) / len(words) > self.max_low_word_share:
             return "low_word_confidence"
+        if plausibility is not None and plausibility.implausible_share > self.max_implausible:
+            return "implausible_text"
         return ""
 
 
@@ -72,26 +82,48 @@ class PageResult:
     timings: dict[str, int] = field(default_factory=dict)
 
 
-def _lines(rec: Recognition) -> list[Line]:
-    """Lines with boxes; their text from the full-page output when the counts agree (better spacing)."""
+def _lines(rec: Recognition, prepared: Prepared) -> list[Line]:
+    """Lines with boxes on the (deskewed) page; their text from the full-page output when the counts agree."""
     page_lines = [t for t in rec.text.splitlines() if t.strip()]
-    if len(page_lines) == len(rec.lines):
-        return [Line(t.strip(), ln.confidence, ln.box) for t, ln in zip(page_lines, rec.lines, strict=True)]
-    return rec.lines
+    texts = [t.strip() for t in page_lines] if len(page_lines) == len(rec.lines) else [ln.text for ln in rec.lines]
+    return [Line(t, ln.confidence, prepared.to_page(ln.box)) for t, ln in zip(texts, rec.lines, strict=True)]
+
+
+def bounded(image: Image.Image, max_side: int) -> Image.Image:
+    """The page as uploaded (colour kept for the VLM), long side at most ``max_side``."""
+    if max(image.size) <= max_side:
+        return image
+    copy = image.copy()
+    copy.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    return copy
+
+
+def prepare_page(image: Image.Image, prep: Preprocess, enhance: Enhance) -> Prepared:
+    """Grayscale and bounded, then what this page needs (:func:`services.ocr.enhance.prepare`)."""
+    # Tesseract thresholds colour uploads per channel, which JPEG chroma noise can ruin: it reads grey.
+    prepared = prepare(to_gray(image, prep.max_side), enhance)
+    if prep.smooth_radius > 0:
+        prepared.image = prepared.image.filter(ImageFilter.GaussianBlur(prep.smooth_radius))
+        prepared.steps.append("smooth")
+    return prepared
 
 
 class Extractor:
     """Runs pages on a bounded thread pool; at most ``max_pending`` callers wait for an engine."""
 
     def __init__(self, pool: TesseractPool, reader: VisionReader | None, policy: FallbackPolicy,
-                 limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float) -> None:
+                 limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float,
+                 enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None) -> None:
+        self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
         self.pool = pool
         self.reader = reader
         self.policy = policy
         self.limits = limits
         self.prep = prep
+        self.enhance = enhance or Enhance(deskew=prep.deskew, max_skew_deg=prep.max_skew_deg)
+        self.plausibility = plausibility or KoreanPlausibility()
+        self._threads.submit(self.plausibility.load)  # ~1-3 s, in the background: warm before the first page
         self.vlm_timeout_s = vlm_timeout_s
-        self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
         self._slots = asyncio.Semaphore(pool.size + max_pending)
 
     def check_languages(self, languages: str) -> None:
@@ -130,19 +162,24 @@ class Extractor:
         prep = Preprocess(max_side=self.prep.max_side, deskew=self.prep.deskew and options.deskew,
                           max_skew_deg=self.prep.max_skew_deg,
                           smooth_radius=self.prep.smooth_radius if options.smooth else 0.0)
+        enhance = replace(self.enhance, deskew=self.enhance.deskew and prep.deskew)
         loop = asyncio.get_running_loop()
 
-        def work() -> tuple[Image.Image, float, Recognition, int, int]:
+        def work() -> tuple[Prepared, Recognition, Plausibility, int, int]:
             t0 = time.perf_counter_ns()
-            gray, angle = preprocess(image, prep)
+            prepared = prepare_page(image, prep, enhance)
             t1 = time.perf_counter_ns()
-            rec = self.pool.recognize(gray, languages)
-            return gray, angle, rec, t1 - t0, time.perf_counter_ns() - t1
+            rec = self.pool.recognize(prepared.image, languages)
+            plausible = self.plausibility.score(rec.text, rec.words)
+            return prepared, rec, plausible, t1 - t0, time.perf_counter_ns() - t1
 
-        gray, angle, rec, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
-        page = PageResult(index=index, text=rec.text, lines=_lines(rec), mean_confidence=rec.mean_confidence,
-                          engine="tesseract", skew_degrees=angle, ocr_size=gray.size)
-        page.fallback_reason = self.policy.failure(rec)
+        prepared, rec, plausible, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
+        page = PageResult(index=index, text=rec.text, lines=_lines(rec, prepared),
+                          mean_confidence=rec.mean_confidence, engine="tesseract", skew_degrees=prepared.skew,
+                          ocr_size=prepared.page_size)
+        page.fallback_reason = self.policy.failure(rec, plausible)
+        trace.get_current_span().set_attributes({"mesh.ocr.steps": ",".join(prepared.steps),
+                                                 "mesh.ocr.implausible": round(plausible.implausible_share, 3)})
         vlm_ns = 0
         if page.fallback_reason:
             if not options.fallback:
@@ -152,7 +189,7 @@ class Extractor:
             else:
                 t = time.perf_counter_ns()
                 try:
-                    text = await self.reader.read(gray, self.vlm_timeout_s)
+                    text = await self.reader.read(bounded(image, prep.max_side), self.vlm_timeout_s)
                 except DependencyUnavailable as err:
                     page.fallback_error = err.message
                 else:

@@ -37,6 +37,15 @@ def is_pdf(data: bytes) -> bool:
     return data[:1024].lstrip().startswith(PDF_MAGIC)
 
 
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from a PNG or GIF header (Pillow will not identify a 0x0 image at all)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    return None
+
+
 def decode_image(data: bytes, limits: Limits, field: str = "content") -> Image.Image:
     """Bytes -> an RGB/L image with EXIF orientation applied; limits are checked before decoding."""
     if not data:
@@ -54,7 +63,16 @@ def decode_image(data: bytes, limits: Limits, field: str = "content") -> Image.I
             img.load()
     except InvalidInput:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        # Pillow refuses these itself before the header is ours to read; name the limit and the size.
+        size = _header_size(data)
+        pixels = f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels" if size else "the image"
+        raise _bad(field, f"{pixels} is over the limit of {limits.max_pixels} (decompression bomb guard; "
+                          f"Pillow: {err})") from None
+    except UnidentifiedImageError as err:
+        size = _header_size(data)
+        if size is not None and 0 in size:
+            raise _bad(field, f"image has no pixels ({size[0]}x{size[1]})") from None
         raise _bad(field, f"not a readable image ({type(err).__name__})") from None
     except (OSError, SyntaxError, ValueError, EOFError) as err:
         raise _bad(field, f"corrupt or truncated image ({err})") from None
@@ -140,7 +158,7 @@ class Preprocess:
     max_side: int = 1920
     deskew: bool = True
     max_skew_deg: float = 12.0
-    smooth_radius: float = 1.0  # a light Gaussian blur; measured to cut Tesseract's CER (bench/ocr.py)
+    smooth_radius: float = 0.0  # off: a fixed blur hurt photographed pages and covers (bench/ocr.py)
 
 
 def to_gray(img: Image.Image, max_side: int) -> Image.Image:

@@ -262,16 +262,23 @@ class JobStore:
             for i, data in enumerate(await self.redis.lrange(self._key(job_id, "input"), 0, -1)):
                 images = await self.extractor.decode(data if isinstance(data, bytes) else data.encode(),
                                                      f"contents[{i}]")
-                for image in images:
-                    if index not in done:
-                        page = await self._read_with_retry(index, image, options)
-                        async with self.redis.pipeline(transaction=True) as pipe:
-                            pipe.hset(pages_key, str(index), page_to_json(page))
-                            pipe.expire(pages_key, self.ttl_s)
-                            pipe.hincrby(key, "pages_done", 1)
-                            pipe.hset(key, "updated_unix_ms", _now_ms())
-                            await pipe.execute()
-                    index += 1
+                base = index
+                todo = [(base + k, image) for k, image in enumerate(images) if base + k not in done]
+                # Pages are read a window at a time, one per engine, so a multi-page job uses every core;
+                # results are stored by page index, so the order they finish in does not matter.
+                window = max(1, self.extractor.pool.size)
+                for start in range(0, len(todo), window):
+                    chunk = todo[start:start + window]
+                    index = chunk[0][0]  # named in the error if this window fails (its first page)
+                    pages = await asyncio.gather(*(self._read_with_retry(i, img, options) for i, img in chunk))
+                    async with self.redis.pipeline(transaction=True) as pipe:
+                        for page in pages:
+                            pipe.hset(pages_key, str(page.index), page_to_json(page))
+                        pipe.expire(pages_key, self.ttl_s)
+                        pipe.hincrby(key, "pages_done", len(pages))
+                        pipe.hset(key, "updated_unix_ms", _now_ms())
+                        await pipe.execute()
+                index = base + len(images)
         except MeshError as err:
             await self.redis.hset(key, mapping={"state": "FAILED", "error": f"page {index}: {err.message}",
                                                 "updated_unix_ms": _now_ms()})

@@ -11,9 +11,11 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from services.bootstrap.errors import StartupError
 from services.bootstrap.health import Dependency, Requirement
+from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.ocr.config import OcrSettings
 from services.ocr.engine import TesseractPool
+from services.ocr.enhance import Enhance
 from services.ocr.extractor import Extractor, FallbackPolicy
 from services.ocr.imaging import Limits, Preprocess
 from services.ocr.jobs import JobStore
@@ -51,11 +53,14 @@ class OcrService:
         await self.jobs.start()
         await self.mesh.set_serving(True)
 
-    async def close(self, grace: float = 1.0) -> None:
-        """Stop serving, stop workers, release engines."""
-        await self.mesh.stop(grace)
+    async def release(self) -> None:
+        """Stop job workers (a job in progress is resumed elsewhere) and release the engines."""
         await self.jobs.close()
         await self.extractor.close()
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, then release (services/bootstrap/lifecycle.py)."""
+        await stop(self, grace)
 
 
 async def create_ocr_service(
@@ -75,12 +80,16 @@ async def create_ocr_service(
                                      settings.vlm_api_key.get_secret_value())
     limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
                     pdf_dpi=settings.pdf_dpi)
-    extractor = Extractor(pool, reader, FallbackPolicy(settings.min_confidence, settings.max_low_word_share),
-                          limits, Preprocess(max_side=settings.max_side, deskew=settings.deskew,
-                                                     smooth_radius=settings.smooth_radius),
-                          settings.max_pending, settings.vlm_timeout_s)
+    policy = FallbackPolicy(settings.min_confidence, settings.max_low_word_share,
+                            max_implausible=settings.max_implausible)
+    extractor = Extractor(pool, reader, policy, limits, Preprocess(max_side=settings.max_side, deskew=settings.deskew,
+                                                                   smooth_radius=settings.smooth_radius),
+                          settings.max_pending, settings.vlm_timeout_s,
+                          enhance=Enhance(flatten=settings.flatten, deskew=settings.deskew,
+                                          line_height=settings.line_height))
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
-                    max_pages=settings.max_pages, workers=settings.job_workers, timeout_s=settings.redis_timeout_s)
+                    max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
+                    workers=settings.job_workers, timeout_s=settings.redis_timeout_s)
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,

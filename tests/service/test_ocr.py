@@ -211,7 +211,7 @@ async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
     front = await started(settings(db, job_workers=0))
     worker = None
     try:
-        job = await front.jobs.submit([SAMPLES["blurred-00"].png()], ExtractOptions())
+        job = await front.jobs.submit([SAMPLES["photo-00"].png()], ExtractOptions())
         moved = await front.jobs.redis.lmove("ocr:queue", "ocr:running:deadbeef0000", "RIGHT", "RIGHT")
         assert moved.decode() == job["job_id"]
         assert (await front.jobs.status(job["job_id"]))["state"] == "QUEUED"

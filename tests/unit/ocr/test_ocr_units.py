@@ -86,3 +86,69 @@ def test_gemini_vision_request_carries_the_image_and_the_prompt():
     assert blob.inline_data.mime_type == "image/png"
     assert Image.open(io.BytesIO(blob.inline_data.data)).size == (40, 20)
     assert text.text == PROMPT and config.temperature == 0 and config.http_options.timeout == 7500
+
+
+def test_decode_names_the_pixel_limit_and_empty_images():
+    import struct
+    import zlib
+
+    from services.bootstrap.errors import InvalidInput
+
+    def png(width: int, height: int) -> bytes:
+        def chunk(kind: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(
+            b"IEND", b"")
+
+    with pytest.raises(InvalidInput) as info:  # over Pillow's own limit: Pillow refuses it before we look
+        decode_image(png(20000, 20000), Limits(max_pixels=1_000_000))
+    assert "20000x20000 = 400000000 pixels is over the limit of 1000000" in info.value.violations[0].description
+    with pytest.raises(InvalidInput) as info:
+        decode_image(png(0, 0), Limits())
+    assert info.value.violations[0].description == "image has no pixels (0x0)"
+
+
+def test_flatten_turns_light_text_on_gradients_into_dark_ink():
+    import numpy as np
+
+    from services.ocr.enhance import flatten
+
+    cover = SAMPLES["cover-00"].image  # style 0 of the set: dark title on a light gradient
+    dark_bg = Image.eval(SAMPLES["paragraph-00"].image.convert("L"), lambda v: 255 - v)  # light text on black
+    flat = flatten(dark_bg)
+    assert flat.inverted and not flatten(cover.convert("L")).inverted
+    a = np.asarray(flat.image)
+    assert np.median(a) > 240 and a.min() < 60  # white page, dark ink
+
+
+def test_line_normalisation_maps_boxes_back_to_the_page():
+    from services.ocr.enhance import Enhance, prepare
+
+    page = Image.new("L", (800, 600), 255)
+    from PIL import ImageDraw
+
+    from bench.ocr_set import _font
+    draw = ImageDraw.Draw(page)
+    draw.text((100, 100), "큰 제목", font=_font("NanumGothicBold.ttf", 110), fill=0)
+    draw.text((300, 450), "작은 글씨", font=_font("NanumGothic.ttf", 24), fill=0)
+    prepared = prepare(page, Enhance())
+    assert "lines" in prepared.steps and len(prepared.strips) == 2 and prepared.page_size == (800, 600)
+    small = prepared.strips[1]
+    left, top, width, height = prepared.to_page((small.dst[0], small.dst[1], 100, 30))
+    assert abs(left - small.src[0]) <= 1 and abs(top - small.src[1]) <= 1 and height < 30
+
+
+def test_plausibility_flags_garbled_korean_not_clean_text():
+    from services.ocr.plausibility import KoreanPlausibility
+
+    scorer = KoreanPlausibility()
+    clean = scorer.score("이 청소기는 무선이라 가볍고 조용하며\n도서관은 오전 아홉 시에 문을 열고")
+    garbled = scorer.score("이 청소기는 무선이라 HAD 조용하며\n결흔기념일 선믈로는 ㅁ 악회 |",
+                           [("이", 90), ("청소기는", 90), ("HAD", 40), ("조용하며", 90), ("결흔기념일", 80),
+                            ("선믈로는", 80), ("ㅁ", 30), ("악회", 50), ("|", 20)])
+    assert clean.implausible_share == 0.0
+    assert garbled.implausible_share > 0.2 and {"latin", "jamo", "junk", "unlikely"} <= set(garbled.reasons)
+    policy = FallbackPolicy()
+    assert policy.failure(Recognition("글자", 90.0, [], [90.0]), garbled) == "implausible_text"
+    assert policy.failure(Recognition("글자", 90.0, [], [90.0]), clean) == ""

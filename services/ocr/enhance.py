@@ -1,0 +1,211 @@
+"""Per-page preprocessing: what each page needs, decided from the page itself.
+
+Measured on the tuning split of bench/ocr_set.py (see bench/results/ocr.md): a fixed blur helps
+some clean pages and more than doubles CER on photographed ones, and covers fail because Tesseract's
+global binarisation drops light titles on gradients and mid-tone backgrounds and misreads very
+large glyphs. So every page is
+
+1. *flattened*: the background is estimated with a median filter on a small copy (it follows
+   gradients, bands and vignetting and keeps their edges), each region's text polarity is taken
+   from which side of the background its strong deviations lie (light-on-dark bands, inverted pages),
+   and the deviation toward the text is stretched into dark ink on white. This removes gradients,
+   inverts light text and raises low contrast in one step; the opposite-signed half of the noise is
+   dropped with it;
+2. *deskewed* on the flattened copy (ink is unambiguous there);
+3. when its text lines are of very different heights or far from the size Tesseract reads best
+   (covers, sparse large text, tiny print), *line-normalised*: each text line is cut out, scaled to
+   ``line_height`` pixels and stacked; boxes are mapped back to the deskewed page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+from services.ocr.imaging import estimate_skew
+
+
+@dataclass(frozen=True)
+class Enhance:
+    """What per-page preprocessing may do (chosen on the tuning split; see bench/ocr.py)."""
+
+    flatten: bool = True
+    # A page with a background flatter than ``clean_range``, dark text and ``clean_contrast`` is read as
+    # it is. Off (0) by default: on the tuning split it lost overall (0.041 vs 0.040) and it broke a
+    # clean page saved as JPEG (Tesseract's own thresholding fails on its compression noise).
+    clean_range: float = 0.0
+    clean_contrast: float = 170.0
+    deskew: bool = True
+    max_skew_deg: float = 12.0
+    lines: bool = True  # line normalisation where the page needs it
+    line_height: int = 48  # target height of a normalised line, pixels
+    min_line: int = 22  # a page whose median line is outside [min_line, max_line] is normalised
+    max_line: int = 60
+    max_line_ratio: float = 1.6  # ... and so is one whose tallest line is this much taller than its median
+
+
+@dataclass(frozen=True)
+class Strip:
+    """One text line cut from the page and placed, scaled, into the image Tesseract reads."""
+
+    src: tuple[int, int, int, int]  # left, top, right, bottom in the deskewed page
+    dst: tuple[int, int]  # left, top in the stacked image
+    scale: float
+
+
+@dataclass
+class Prepared:
+    """The image Tesseract reads, and how its pixels map back onto the (deskewed) page."""
+
+    image: Image.Image
+    page_size: tuple[int, int]
+    skew: float = 0.0
+    steps: list[str] = field(default_factory=list)
+    strips: list[Strip] = field(default_factory=list)
+
+    def to_page(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """A (left, top, width, height) box of the read image in page coordinates."""
+        if not self.strips:
+            return box
+        x, y, w, h = box
+        centre = y + h / 2
+        strip = min(self.strips, key=lambda s: 0 if s.dst[1] <= centre <= s.dst[1] + (s.src[3] - s.src[1]) * s.scale
+                    else min(abs(centre - s.dst[1]), abs(centre - s.dst[1] - (s.src[3] - s.src[1]) * s.scale)))
+        left = strip.src[0] + (x - strip.dst[0]) / strip.scale
+        top = strip.src[1] + (y - strip.dst[1]) / strip.scale
+        pw, ph = self.page_size
+        left, top = min(max(0, round(left)), pw - 1), min(max(0, round(top)), ph - 1)
+        return left, top, max(1, min(round(w / strip.scale), pw - left)), max(1, min(round(h / strip.scale), ph - top))
+
+
+@dataclass(frozen=True)
+class Flattened:
+    """A flattened page and what flattening found."""
+
+    image: Image.Image
+    inverted: bool  # most text was lighter than its background
+    background_range: float  # spread of the background's grey levels (gradients, vignetting, bands)
+    contrast: float  # background minus the darkest ink, in grey levels
+
+
+def flatten(gray: Image.Image, factor: int = 4, window: int = 15) -> Flattened:
+    """Dark text on white whatever the background, with what the page looked like before."""
+    w, h = gray.size
+    a = np.asarray(gray, np.float32)
+    small = np.asarray(gray.resize((max(1, w // factor), max(1, h // factor)), Image.Resampling.BOX), np.float32)
+    bg_small = ndimage.median_filter(small, size=min(window, *small.shape), mode="nearest")
+    dev_small = small - bg_small
+    lighter = ndimage.uniform_filter(np.square(np.clip(dev_small, 0, None)), 25)
+    darker = ndimage.uniform_filter(np.square(np.clip(-dev_small, 0, None)), 25)
+    polarity_small = np.where(lighter > darker, 1.0, -1.0).astype(np.float32)
+    inverted = bool(lighter.sum() > darker.sum())
+    background = np.asarray(Image.fromarray(bg_small).resize((w, h), Image.Resampling.BILINEAR), np.float32)
+    polarity = np.asarray(Image.fromarray(polarity_small).resize((w, h), Image.Resampling.NEAREST), np.float32)
+    ink = np.clip(polarity * (a - background), 0, None)
+    top = max(float(np.percentile(ink, 99.5)), 30.0)
+    low, high = np.percentile(bg_small, [5, 95])
+    return Flattened(Image.fromarray((255 - np.clip(ink * (255 / top), 0, 255)).astype(np.uint8)), inverted,
+                     float(high - low), float(np.percentile(ink, 99.9)))
+
+
+def _runs(flags: np.ndarray, min_gap: int) -> list[list[int]]:
+    """[start, end) runs of True, merging runs closer than ``min_gap``."""
+    padded = np.concatenate([[False], flags, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    runs: list[list[int]] = []
+    for start, end in zip(edges[::2], edges[1::2], strict=True):
+        if runs and start - runs[-1][1] < min_gap:
+            runs[-1][1] = int(end)
+        else:
+            runs.append([int(start), int(end)])
+    return runs
+
+
+def text_lines(flat: Image.Image) -> list[tuple[int, int, int, int]]:
+    """Boxes (left, top, right, bottom) of the text lines of a flattened page (horizontal ink bands)."""
+    a = np.asarray(flat)
+    ink = ndimage.median_filter(a < 128, size=3)
+    h, w = ink.shape
+    rows = ink.sum(axis=1) > max(2, w * 0.002)
+    boxes = []
+    for top, bottom in _runs(rows, 3):
+        if bottom - top < 6:
+            continue
+        cols = np.flatnonzero(ink[top:bottom].any(axis=0))
+        boxes.append((int(cols[0]), top, int(cols[-1]) + 1, bottom))
+    return boxes
+
+
+def needs_lines(boxes: list[tuple[int, int, int, int]], options: Enhance) -> bool:
+    """Whether line heights are uneven or outside the range Tesseract reads well."""
+    if not boxes:
+        return False
+    heights = sorted(b[3] - b[1] for b in boxes)
+    median = heights[len(heights) // 2]
+    return (median < options.min_line or median > options.max_line
+            or heights[-1] > options.max_line_ratio * median)
+
+
+def stack_lines(flat: Image.Image, boxes: list[tuple[int, int, int, int]],
+                target: int) -> tuple[Image.Image, list[Strip]]:
+    """Every line scaled to ``target`` pixels high, stacked top to bottom on white."""
+    w, h = flat.size
+    pieces = []
+    for left, top, right, bottom in boxes:
+        src = (max(0, left - 4), max(0, top - 2), min(w, right + 4), min(h, bottom + 2))
+        scale = min(max(target / (bottom - top), 0.25), 3.0)
+        crop = flat.crop(src)
+        size = (max(1, round(crop.width * scale)), max(1, round(crop.height * scale)))
+        pieces.append((src, scale, crop.resize(size, Image.Resampling.LANCZOS)))
+    gap, margin = int(target * 0.7), target
+    out = Image.new("L", (max(p[2].width for p in pieces) + 2 * margin,
+                          sum(p[2].height for p in pieces) + gap * (len(pieces) - 1) + 2 * margin), 255)
+    strips, y = [], margin
+    for src, scale, piece in pieces:
+        out.paste(piece, (margin, y))
+        strips.append(Strip(src, (margin, y), scale))
+        y += piece.height + gap
+    return out, strips
+
+
+def prepare(gray: Image.Image, options: Enhance, original: Image.Image | None = None) -> Prepared:
+    """The image Tesseract should read for this page, with the steps that were applied.
+
+    ``original`` (the upload, same size as ``gray``) is what Tesseract reads when the page needs
+    nothing: clean dark text on a flat background.
+    """
+    steps: list[str] = []
+    image = gray
+    clean = False
+    if options.flatten:
+        flat = flatten(gray)
+        image = flat.image
+        clean = (not flat.inverted and flat.background_range < options.clean_range
+                 and flat.contrast >= options.clean_contrast)
+        steps.append("flatten")
+        if flat.inverted:
+            steps.append("inverted")
+    skew = 0.0
+    if options.deskew:
+        skew = estimate_skew(image, options.max_skew_deg)
+        if abs(skew) >= 0.3:
+            fill = 255 if options.flatten else int(np.median(np.asarray(image)))
+            image = image.rotate(skew, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=fill)
+            steps.append("deskew")
+            clean = False
+        else:
+            skew = 0.0
+    prepared = Prepared(image=image, page_size=image.size, skew=skew, steps=steps)
+    if options.lines and options.flatten:
+        boxes = text_lines(image)
+        if needs_lines(boxes, options):
+            prepared.image, prepared.strips = stack_lines(image, boxes, options.line_height)
+            steps.append("lines")
+            clean = False
+    if clean:
+        prepared.image = original if original is not None and original.size == gray.size else gray
+        prepared.steps = ["as_is"]
+    return prepared
