@@ -232,12 +232,11 @@ def run_service(
     settings_cls: type[ServiceSettings],
     name: str,
     create: Callable[..., Awaitable[Any]],
-    release: Callable[[Any], Awaitable[None]],
 ) -> None:
     """The body of every ``python -m services.<name>``: CLI -> settings -> logging -> tracing -> serve.
 
-    ``create(settings, tracer_provider=...)`` returns a service object with ``mesh`` and ``warm_up``;
-    ``release(service)`` frees its engines after the server stopped. A start-up failure (bad setting,
+    ``create(settings, tracer_provider=...)`` returns a service object (services/bootstrap/lifecycle.py:
+    ``mesh``, ``warm_up()``, ``release()``). A start-up failure (bad setting,
     taken port, missing files, a dependency refusing at start) is one line on stderr and exit code 2;
     ``--debug`` adds the traceback.
     """
@@ -262,7 +261,7 @@ def run_service(
         service = await create(settings, tracer_provider=provider)
 
         async def close() -> None:
-            await release(service)
+            await service.release()
             provider.shutdown()
 
         return service.mesh, service.warm_up, close

@@ -7,15 +7,9 @@ from services.embedding.config import EmbeddingSettings
 from services.embedding.server import create_embedding_service
 
 
-async def release(service) -> None:
-    """Free the service's engines after the server stopped."""
-    await service.embedder.close()
-    service.engine.close()
-
-
 def main() -> None:
     """Run the embedding service until SIGTERM."""
-    run_service(EmbeddingSettings, "embedding", create_embedding_service, release)
+    run_service(EmbeddingSettings, "embedding", create_embedding_service)
 
 
 if __name__ == "__main__":

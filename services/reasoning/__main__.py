@@ -7,14 +7,9 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
 
 
-async def release(service) -> None:
-    """Free the service's engines after the server stopped."""
-    await service.generator.close()
-
-
 def main() -> None:
     """Run the reasoning service until SIGTERM."""
-    run_service(ReasoningSettings, "reasoning", create_reasoning_service, release)
+    run_service(ReasoningSettings, "reasoning", create_reasoning_service)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from services.bootstrap.health import Dependency, Requirement
+from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.reasoning.backends import LlmBackend, make_backends
 from services.reasoning.backends.base import BackendError, GenerationParams
@@ -53,10 +54,13 @@ class ReasoningService:
                 log.info("warm-up call failed (%s: %s); health follows the backends", result.kind, result.message)
         await self.mesh.set_serving(True)
 
-    async def close(self, grace: float = 1.0) -> None:
-        """Stop serving, close backends."""
-        await self.mesh.stop(grace)
+    async def release(self) -> None:
+        """Close the backends (after the server stopped)."""
         await self.generator.close()
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, then release (services/bootstrap/lifecycle.py)."""
+        await stop(self, grace)
 
 
 async def create_reasoning_service(

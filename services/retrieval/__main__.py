@@ -7,16 +7,9 @@ from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
 
 
-async def release(service) -> None:
-    """Free the service's engines after the server stopped."""
-    await service.retriever.close()
-    await service.embedder.close()
-    service.retriever.store.close()
-
-
 def main() -> None:
     """Run the retrieval service until SIGTERM."""
-    run_service(RetrievalSettings, "retrieval", create_retrieval_service, release)
+    run_service(RetrievalSettings, "retrieval", create_retrieval_service)
 
 
 if __name__ == "__main__":
