@@ -33,6 +33,8 @@ class GatewaySettings(BaseSettings):
                                   description="default deadline of every call but search (no header sent)")
     embed_budget_share: float = Field(0.4, gt=0, le=1, description="share of the deadline the embedding hop may use")
     redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
+    jobs_redis_url: str = Field("", description="redis:// for ingest/reindex jobs when they must not share "
+                                                "the cache's Redis (an LRU may evict them); empty: --redis-url")
     cache_ttl_s: int = Field(86400, ge=1, description="embedding cache TTL")
     cache_max_entries: int = Field(100000, ge=1, description="LRU cap of the embedding cache")
     breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
@@ -77,7 +79,7 @@ class GatewaySettings(BaseSettings):
         None, description="where spans go; unset: OTEL_TRACES_EXPORTER, else none (otlp reads "
                           "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL)")
 
-    @field_validator("redis_url")
+    @field_validator("redis_url", "jobs_redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):

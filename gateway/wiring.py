@@ -48,8 +48,7 @@ class Mesh:
         await self.reasoning.close()
 
 
-def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
-               jobs_redis_url: str | None = None) -> Mesh:
+def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None) -> Mesh:
     """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one)."""
     if cache is None:
         cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
@@ -61,7 +60,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     retrieval = AsyncRetrievalClient(settings.retrieval_target)
     search = Search(vectors, retrieval)
     catalog = Catalog(retrieval)
-    redis_url = settings.redis_url if jobs_redis_url is None else jobs_redis_url
+    redis_url = settings.jobs_redis_url or settings.redis_url
     options = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs, "workers": settings.job_workers}
     jobs: Jobs = (RedisJobs(catalog.handlers(), redis_url, "gateway", lease_s=settings.job_lease_s, **options)
                   if redis_url else MemoryJobs(catalog.handlers(), **options))

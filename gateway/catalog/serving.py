@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 from clients.errors import MeshClientError
@@ -83,22 +84,23 @@ class Catalog:
         return await self._submit("reindex", name, b"{}", 0, deadline)
 
     async def job(self, job_id: str) -> api.Job:
-        """A job by id, from any instance's store view; 404 when unknown or expired."""
+        """A job by id, whichever instance runs it; 404 when unknown or expired."""
         assert self.jobs is not None
-        try:
-            return job_view(await self.jobs.get(job_id))
-        except JobNotFound:
-            raise ApiError(404, "not_found", f"job {job_id!r} does not exist (or expired)") from None
-        except JobStoreUnavailable as err:
-            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        return await self._job_call(job_id, self.jobs.get(job_id))
 
     async def cancel(self, job_id: str) -> api.Job:
         """Cancel a job: a queued one ends now, a running one after its current batch."""
         assert self.jobs is not None
+        return await self._job_call(job_id, self.jobs.cancel(job_id))
+
+    @staticmethod
+    async def _job_call(job_id: str, call: Awaitable[JobRecord]) -> api.Job:
         try:
-            return job_view(await self.jobs.cancel(job_id))
+            return job_view(await call)
         except JobNotFound:
             raise ApiError(404, "not_found", f"job {job_id!r} does not exist (or expired)") from None
+        except JobStoreUnavailable as err:
+            raise ApiError(503, "unavailable", str(err), retryable=True) from None
 
     # ---- job handlers (run on whichever instance took the job) ---------------------------------
     async def _ingest(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any]:
