@@ -378,7 +378,7 @@ def test_network_policies(overlay):
     assert callers["embedding"] == {"gateway", "retrieval"}
     for name in ("retrieval", "reasoning", "ocr", "redis-cache"):
         assert callers[name] == {"gateway"}, name
-    assert callers["redis-jobs"] == {"ocr"}
+    assert callers["redis-jobs"] == {"ocr", "gateway"}  # OCR jobs and the gateway's ingest/reindex jobs
     assert callers["qdrant"] == {"retrieval", "qdrant"}
     if overlay == "gpu":
         assert callers["triton"] == {"embedding"} and callers["vllm"] == {"reasoning"}
