@@ -18,8 +18,9 @@ done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
 
 # 1. System packages (Debian): Redis for the gateway's shared caches and OCR job state (tests start
 #    their own); Tesseract's Korean/English models (tesserocr bundles the engine); Korean fonts for the
-#    OCR test and bench images; Prometheus and Alertmanager (promtool, amtool) for infra/observability.
-APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum prometheus prometheus-alertmanager)
+#    OCR test and bench images; Prometheus and Alertmanager (promtool, amtool) for infra/observability;
+#    Chromium for the headless screenshot test of the gateway's /docs page.
+APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum prometheus prometheus-alertmanager chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -1,10 +1,10 @@
-"""The API pages (``/docs``: Swagger UI, ``/redoc``: ReDoc) served from local files, never from a CDN.
+"""The API page (``/docs``, Swagger UI) served from local files, never from a CDN.
 
 FastAPI's own pages load their JavaScript, CSS and favicon from the internet, so they are blank on a
 machine without it. The files come from the pinned ``fastapi-offline`` package (Swagger UI 5, which
-renders OpenAPI 3.1, and ReDoc's standalone bundle) and are served under ``/docs/assets``, which the
-API-key middleware guards like ``/docs`` itself. Swagger UI's online validator badge is switched off:
-it would send the spec's address to a public host.
+renders OpenAPI 3.1) and are served under ``/docs/assets``, which the API-key middleware guards like
+``/docs`` itself. Swagger UI's online validator badge is switched off: it would send the spec's
+address to a public host. There is no ``/redoc``: ReDoc's bundle fetches its logo from its CDN.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 from fastapi import FastAPI, Request
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -20,8 +20,8 @@ ASSETS = "/docs/assets"
 SWAGGER_PARAMETERS = {"validatorUrl": None}
 
 
-def install_docs(app: FastAPI, docs_url: str = "/docs", redoc_url: str = "/redoc") -> None:
-    """Serve Swagger UI at ``docs_url`` and ReDoc at ``redoc_url`` from the bundled assets.
+def install_docs(app: FastAPI, docs_url: str = "/docs") -> None:
+    """Serve Swagger UI at ``docs_url`` from the bundled assets.
 
     The app must be built with ``docs_url=None, redoc_url=None`` so FastAPI's CDN pages are not there.
     """
@@ -43,10 +43,3 @@ def install_docs(app: FastAPI, docs_url: str = "/docs", redoc_url: str = "/redoc
         @app.get(oauth2_redirect, include_in_schema=False)
         async def swagger_ui_redirect() -> HTMLResponse:
             return get_swagger_ui_oauth2_redirect_html()
-
-    @app.get(redoc_url, include_in_schema=False)
-    async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        return get_redoc_html(openapi_url=f"{root}{openapi_url}", title=f"{app.title} - ReDoc",
-                              redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
-                              redoc_favicon_url=f"{root}{ASSETS}/favicon.png", with_google_fonts=False)
