@@ -262,6 +262,95 @@ def ingest(data: Path, model_dir: Path, n_docs: int) -> dict[str, float]:
     return {"docs": n_docs, "docs_per_s": n_docs / wall, **{k: v / total for k, v in split.items()}}
 
 
+def ingest_split(data: Path, model_dir: Path, revision: str, n_docs: int = 256,
+                 batch: int = 64) -> list[dict[str, Any]]:
+    """Where one ingest batch's time goes on the retrieval side, in process, short vs ~800-character passages.
+
+    Stages per batch as the service runs them: embedding (int8, in process here: the embedding
+    service's share), Korean analysis, BM25 vectors, the Qdrant Edge write. Then the same batches
+    with the analysis on its own thread while the batch is embedded (what the service could do, since
+    the embedding happens in another process), measured, not computed.
+    """
+    import threading
+
+    import pyarrow.parquet as pq
+
+    pairs = json.loads((data / "klue-sts" / "klue-sts-v1.1_dev.json").read_text())
+    short = [p["sentence1"] for p in pairs][:n_docs]
+    pages = pq.read_table(data / "autorag-ko" / "ocr_corpus_v3.parquet").to_pylist()
+    long = [r["contents"][:800] for r in pages if len(r["contents"]) >= 800][:n_docs // 2]  # bounded: slow to embed
+    tok = E5Tokenizer(model_dir / "tokenizer.json", 512)
+    engine = OnnxRuntimeEngine(model_dir, "int8")
+    analyzer = KoreanAnalyzer()
+    analyzer.terms_batch(short[:8] + long[:8])  # warm both before any timing
+    encode_grouped(engine, tok.encode(short[:8] + long[:8], False))
+    out = []
+    for label, texts in (("short (KLUE-STS sentences)", short), ("~800 characters (autorag-ko pages, cut)", long)):
+        for overlap in (False, True):
+            store = open_store(":memory:", "edge")
+            meta = store.create_catalog("ingest", {}, revision, analyzer.info.label(), 384, 64.0)
+            split = {"embed": 0.0, "analysis": 0.0, "bm25": 0.0, "write": 0.0}
+            start = time.perf_counter()
+            for i in range(0, len(texts), batch):
+                chunk = texts[i:i + batch]
+                t0 = time.perf_counter()
+                if overlap:
+                    box: dict[str, Any] = {}
+                    worker = threading.Thread(target=lambda c=chunk, b=box: b.update(terms=analyzer.terms_batch(c)))
+                    worker.start()
+                    vecs = encode_grouped(engine, tok.encode(chunk, False))
+                    t1 = time.perf_counter()
+                    worker.join()
+                    terms = box["terms"]
+                else:
+                    vecs = encode_grouped(engine, tok.encode(chunk, False))
+                    t1 = time.perf_counter()
+                    terms = analyzer.terms_batch(chunk)
+                t2 = time.perf_counter()
+                bm = Bm25(avg_doc_len=float(np.mean([max(1, len(t)) for t in terms])))
+                points = []
+                for j, (text, vec, toks) in enumerate(zip(chunk, vecs, terms, strict=True)):
+                    sp = bm.document(toks)
+                    points.append(StoredPoint(f"d{i + j}", text, {}, vec.tolist(), sp.indices, sp.values))
+                t3 = time.perf_counter()
+                store.upsert(meta.collection, points)
+                t4 = time.perf_counter()
+                split["embed"] += t1 - t0
+                split["analysis"] += t2 - t1  # with overlap: only what the analysis adds after embedding ends
+                split["bm25"] += t3 - t2
+                split["write"] += t4 - t3
+            wall = time.perf_counter() - start
+            store.close()
+            row = {"passages": label, "analysis": "overlapped with embedding" if overlap else "after embedding",
+                   "docs": len(texts), "docs_per_s": len(texts) / wall,
+                   **{f"{k}_share": v / wall for k, v in split.items()}}
+            out.append(row)
+            print(f"[bench] ingest split {label} / {row['analysis']}: {row['docs_per_s']:.1f} docs/s " +
+                  " ".join(f"{k} {v / wall * 100:.0f}%" for k, v in split.items()), flush=True)
+    return out
+
+
+def write_ingest_split(args, rows: list[dict[str, Any]], revision: str) -> None:
+    """bench/results/retrieval_ingest.{md,json}."""
+    info = machine_info()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    table = [[r["passages"], r["analysis"], f"{r['docs_per_s']:.1f}",
+              *(f"{r[k + '_share'] * 100:.0f} %" for k in ("embed", "analysis", "bm25", "write"))] for r in rows]
+    text = "\n".join([
+        "# Retrieval-side ingest split", "",
+        f"Run {now} with `python -m bench.retrieval --data {args.data} --ingest-split`, in process: int8 "
+        f"embedding `{revision}` (batch 64, the embedding service's share), the service's analyser "
+        f"(`{KoreanAnalyzer().info.label()}`), BM25, Qdrant Edge in memory. Machine: {info['cpu']}, "
+        f"{info['cores']} cores. Shares are of the wall time; with overlap, `analysis` is only what it adds "
+        "after embedding ends. Both variants were measured one after the other in the same run.", "",
+        md_table(["passages", "analysis", "docs/s", "embedding", "analysis", "BM25", "Qdrant write"], table), ""])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "retrieval_ingest.md").write_text(text)
+    (args.out / "retrieval_ingest.json").write_text(json.dumps({"when": now, "machine": info, "rows": rows},
+                                                               indent=2, ensure_ascii=False))
+    print(text)
+
+
 def main() -> None:
     """Run quality, latency and ingest; write the tables."""
     parser = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__,
@@ -273,10 +362,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="timed searches per mode and size")
     parser.add_argument("--ingest-docs", type=int, default=1024)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--ingest-split", action="store_true",
+                        help="only the retrieval-side ingest split, short vs ~800-character passages, in process")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     model_dir = current_model_dir().resolve()
     revision = json.loads((model_dir / "manifest.json").read_text())["revision"]
+    if args.ingest_split:
+        write_ingest_split(args, ingest_split(args.data, model_dir, revision), revision)
+        return
     quality_rows = [] if args.skip_quality else quality(args.data, model_dir, revision)
     latency: dict[str, dict[str, LatencyStats]] = {}
     analyzer = KoreanAnalyzer()

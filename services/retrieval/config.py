@@ -49,14 +49,17 @@ class RetrievalSettings(ServiceSettings):
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     embed_timeout_s: float = Field(2.0, gt=0, description="deadline of a query-embedding call")
     analyzer: Literal["kiwi", "mecab"] = Field("kiwi", description="Korean morphological analyser")
-    term_profile: Literal["nouns", "nouns+predicates", "content"] = Field(
-        "nouns+predicates", description="which morphemes become BM25 terms")
+    term_profile: Literal["nouns", "nouns+predicates", "content", "nouns+predicates+units"] = Field(
+        "nouns+predicates+units", description="which morphemes become BM25 terms (collections record the "
+                                              "profile; another profile is refused until reindexed)")
     bm25_k1: float = Field(1.2, gt=0, description="BM25 term-frequency saturation")
     bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation")
-    fusion: Literal["rrf", "dbsf", "weighted"] = Field(
-        "weighted", description="default hybrid fusion (weighted: measured best on autorag-ko)")
+    fusion: Literal["auto", "rrf", "dbsf", "weighted"] = Field(
+        "auto", description="default hybrid fusion when a request leaves it unset (auto: per query, "
+                            "each leg weighted by its own evidence; see bench/results/fusion_eval.md)")
     rrf_k: int = Field(60, ge=1, description="default RRF k")
-    dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion")
+    dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion (when "
+                                                               "a weighted request gives none)")
 
     # Field validators (not a model validator) so that a one-line error names the setting at fault.
     @field_validator("qdrant_api_key_file")

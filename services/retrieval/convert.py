@@ -15,7 +15,8 @@ FIELD_TYPE_TO_NAME = {pb.FIELD_TYPE_KEYWORD: "keyword", pb.FIELD_TYPE_INTEGER: "
 NAME_TO_FIELD_TYPE = {v: k for k, v in FIELD_TYPE_TO_NAME.items()}
 MODE_TO_NAME = {pb.SEARCH_MODE_HYBRID: "hybrid", pb.SEARCH_MODE_DENSE: "dense", pb.SEARCH_MODE_KEYWORD: "keyword"}
 NAME_TO_MODE = {v: k for k, v in MODE_TO_NAME.items()}
-FUSION_TO_NAME = {pb.FUSION_METHOD_RRF: "rrf", pb.FUSION_METHOD_DBSF: "dbsf", pb.FUSION_METHOD_WEIGHTED: "weighted"}
+FUSION_TO_NAME = {pb.FUSION_METHOD_RRF: "rrf", pb.FUSION_METHOD_DBSF: "dbsf", pb.FUSION_METHOD_WEIGHTED: "weighted",
+                  pb.FUSION_METHOD_AUTO: "auto"}
 NAME_TO_FUSION = {v: k for k, v in FUSION_TO_NAME.items()}
 
 
@@ -71,6 +72,7 @@ def search_from_proto(req: pb.SearchRequest) -> tuple[SearchQuery, str | None, i
     q = SearchQuery(
         text=req.query,
         vector=list(req.query_vector) if len(req.query_vector) else None,
+        vector_revision=req.query_vector_revision,
         filter=Filter(tuple(_condition(c) for c in req.filter.must), tuple(_condition(c) for c in req.filter.must_not)),
         top_k=req.top_k or 10,
         mode=MODE_TO_NAME.get(req.mode),

@@ -1,13 +1,16 @@
-"""Hybrid retrieval over one Qdrant collection: dense and BM25 legs, fused, explained.
+"""Hybrid retrieval over one Qdrant collection: dense and BM25 legs, fused here, explained.
 
-One ``query_batch_points`` round trip runs each leg on its own (for the per-leg ranks every hit
-carries) and, for RRF and DBSF, the fused query with both legs as prefetches, so Qdrant fuses.
-WEIGHTED fusion (min-max normalised leg scores, weighted) is computed here from the legs.
+One ``query_batch_points`` round trip runs each leg on its own; every fusion (RRF, DBSF, weighted
+and AUTO) is then computed in the service from the two leg lists, so a hit's fused score, its
+per-leg ranks and the order of ties do not depend on the engine (Qdrant Edge, local mode or a
+server) nor on the process: ties are broken by the best leg rank, then by document id.
 Payload filters go inside every leg. MMR re-ranks the fused candidates by their dense vectors.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +19,40 @@ import numpy as np
 from services.retrieval.korean.bm25 import SparseVector
 from services.retrieval.query import SearchQuery
 from services.retrieval.store import CatalogStore, LegQuery, RawHit
+
+LEG_CANDIDATES = 50  # each leg's candidates in a hybrid search (more when MMR or top_k asks for more)
+
+
+@dataclass(frozen=True)
+class AutoModel:
+    """AUTO's combiner: the dense weight as a logistic function of three per-query features.
+
+    Features (``auto_features``): how strongly the keyword leg matched (log of its top BM25
+    score per distinct query term, over ln(1 + documents): the best a term can add grows with
+    log N), how far the dense leg's best candidate stands out (its gap to the second, in standard
+    deviations of the dense candidates), and the query's length (log of its distinct terms).
+    Fitted by ``python -m bench.fusion_eval --fit`` (logistic regression on which leg ranked the
+    relevant passage better, per query); the figures it reports for each set come from a model
+    fitted without that set (leave-one-set-out).
+    """
+
+    mean: tuple[float, float, float]
+    scale: tuple[float, float, float]
+    coef: tuple[float, float, float]
+    bias: float
+
+    def dense_weight(self, features: tuple[float, float, float]) -> float:
+        """Weight of the dense leg in [0, 1] (the keyword leg gets the rest)."""
+        logit = self.bias + sum(c * (f - m) / s for f, m, s, c in
+                                zip(features, self.mean, self.scale, self.coef, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
+
+
+# Fitted on autorag-ko, klue-sts-para and paraphrase-ko together (bench/results/fusion_eval.md).
+# Signs: a stronger keyword match and a longer query lower the dense weight; a peaked dense leg raises it.
+AUTO_MODEL = AutoModel(mean=(-1.111342, 1.982411, 2.067758), scale=(0.588466, 1.692599, 0.53726),
+                       coef=(-1.247864, 1.359354, -1.98553), bias=1.070851)
+FLAT_DENSE_GAP = 1.0  # only for the reason text: a dense best candidate less than 1σ ahead is "flat"
 
 
 @dataclass
@@ -38,30 +75,145 @@ class ScoredDoc:
     keyword: LegResult | None = None
     vector: np.ndarray | None = field(default=None, repr=False)
 
+    def best_rank(self) -> int:
+        """The better of the two leg ranks (a large number when in neither leg)."""
+        return min(r.rank if r else 1 << 30 for r in (self.dense, self.keyword))
+
+
+@dataclass
+class Ranked:
+    """Fused hits, best first, and which fusion ran and why (hybrid only)."""
+
+    hits: list[ScoredDoc]
+    fusion: str | None = None
+    reason: str = ""
+
 
 def _doc(hit: RawHit) -> ScoredDoc:
     vec = None if hit.vector is None else np.asarray(hit.vector, dtype=np.float32)
     return ScoredDoc(hit.doc_id, hit.score, hit.text, hit.payload, vector=vec)
+
+
+def stable_order(docs: list[ScoredDoc]) -> list[ScoredDoc]:
+    """Best first; equal scores by best leg rank, then by id (the same order in every process)."""
+    return sorted(docs, key=lambda d: (-d.score, d.best_rank(), d.doc_id))
+
+
+def _leg_sorted(docs: list[ScoredDoc]) -> list[ScoredDoc]:
+    # Within one leg, equal scores are ordered by id so that leg ranks are reproducible too.
+    return sorted(docs, key=lambda d: (-d.score, d.doc_id))
+
+
+def _pool(dense: list[ScoredDoc], keyword: list[ScoredDoc]) -> dict[str, ScoredDoc]:
+    """Every candidate of either leg, with its leg ranks attached, as new result objects."""
+    by_id: dict[str, ScoredDoc] = {}
+    for name, docs in (("dense", dense), ("keyword", keyword)):
+        for i, d in enumerate(docs):
+            out = by_id.get(d.doc_id)
+            if out is None:
+                out = by_id[d.doc_id] = ScoredDoc(d.doc_id, 0.0, d.text, d.payload, vector=d.vector)
+            if out.vector is None:
+                out.vector = d.vector
+            setattr(out, name, LegResult(i + 1, d.score))
+    return by_id
+
+
+def _minmax(scores: dict[str, float]) -> dict[str, float]:
+    """Min-max to [0, 1]; when every score is equal (one document, say) each is the best: 1."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+        return dict.fromkeys(scores, 1.0)
+    return {k: (v - lo) / (hi - lo) for k, v in scores.items()}
+
+
 def weighted_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc], dense_weight: float) -> list[ScoredDoc]:
-    """Weighted sum of min-max normalised leg scores (a document missing from a leg scores 0 there)."""
+    """Weighted sum of min-max normalised leg scores (a document missing from a leg scores 0 there).
 
-    def normalised(docs: list[ScoredDoc]) -> dict[str, float]:
-        if not docs:
-            return {}
-        scores = np.array([d.score for d in docs])
-        lo, hi = float(scores.min()), float(scores.max())
-        span = hi - lo or 1.0
-        return {d.doc_id: (d.score - lo) / span for d in docs}
+    A leg whose candidates all score the same (a one-document collection, a lone keyword match)
+    gives each of them full credit (1), so a perfect lone match is never scored 0.
+    """
+    pool = _pool(dense, keyword)
+    nd = _minmax({d.doc_id: d.score for d in dense})
+    nk = _minmax({d.doc_id: d.score for d in keyword})
+    for doc_id, d in pool.items():
+        d.score = dense_weight * nd.get(doc_id, 0.0) + (1 - dense_weight) * nk.get(doc_id, 0.0)
+    return stable_order(list(pool.values()))
 
-    nd, nk = normalised(dense), normalised(keyword)
-    by_id = {d.doc_id: d for d in keyword}
-    by_id.update({d.doc_id: d for d in dense})
-    fused = []
-    for doc_id, d in by_id.items():
-        score = dense_weight * nd.get(doc_id, 0.0) + (1 - dense_weight) * nk.get(doc_id, 0.0)
-        fused.append(ScoredDoc(doc_id, score, d.text, d.payload, vector=d.vector))
-    fused.sort(key=lambda d: d.score, reverse=True)
-    return fused
+
+def rrf_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc], k: int) -> list[ScoredDoc]:
+    """Reciprocal rank fusion: the sum over legs of 1 / (k + rank), rank 1-based."""
+    pool = _pool(dense, keyword)
+    for d in pool.values():
+        d.score = sum(1.0 / (k + r.rank) for r in (d.dense, d.keyword) if r is not None)
+    return stable_order(list(pool.values()))
+
+
+def _dbsf_scale(scores: list[float]) -> list[float]:
+    """Qdrant's DBSF normalisation: (s − (μ − 3σ)) / 6σ, clipped to [0, 1]; equal scores give 1."""
+    if not scores:
+        return []
+    arr = np.asarray(scores, dtype=np.float64)
+    sd = float(arr.std())
+    if sd <= 1e-12 * max(1.0, float(np.abs(arr).max(initial=0.0))):
+        return [1.0] * len(scores)
+    return np.clip((arr - (arr.mean() - 3 * sd)) / (6 * sd), 0.0, 1.0).tolist()
+
+
+def dbsf_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc]) -> list[ScoredDoc]:
+    """Distribution-based score fusion: each leg scaled by its mean ± 3σ, then summed."""
+    pool = _pool(dense, keyword)
+    for docs in (dense, keyword):
+        for d, s in zip(docs, _dbsf_scale([d.score for d in docs]), strict=True):
+            pool[d.doc_id].score += s
+    return stable_order(list(pool.values()))
+
+
+def auto_features(dense: list[ScoredDoc], keyword: list[ScoredDoc], n_terms: int,
+                  collection_size: int) -> tuple[float, float, float]:
+    """AUTO's per-query features: keyword strength, dense peak, query length (see :class:`AutoModel`)."""
+    n_terms = max(1, n_terms)
+    top_keyword = keyword[0].score if keyword else 0.0
+    strength = math.log(top_keyword / n_terms / math.log(2.0 + max(0, collection_size)) + 1e-3)
+    scores = np.asarray([d.score for d in dense], dtype=np.float64)
+    sd = float(scores.std()) if len(scores) > 1 else 0.0
+    gap = float((scores[0] - scores[1]) / sd) if sd > 1e-12 else 0.0
+    return strength, gap, math.log(n_terms)
+
+
+def auto_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc], n_terms: int = 0, collection_size: int = 0,
+                model: AutoModel | None = None) -> tuple[list[ScoredDoc], str]:
+    """Per query, the dense weight from the query's own evidence (:class:`AutoModel`); no per-collection tuning.
+
+    Both legs are scored over the same pool (every candidate of either leg). A document the
+    keyword leg did not return scores 0 there (BM25 without a shared term); one the dense leg did
+    not return gets the dense leg's lowest returned cosine (it ranked below every returned one).
+    The dense leg is min-max normalised over the pool, the keyword leg divided by its best score,
+    so fused scores lie in [0, 1], a one-document collection scores 1 and a lone keyword match
+    gets the whole keyword share.
+    """
+    model = model or AUTO_MODEL
+    pool = _pool(dense, keyword)
+    ids = list(pool)
+    floor = min((d.score for d in dense), default=0.0)
+    ds = {i: pool[i].dense.score if pool[i].dense else floor for i in ids}  # type: ignore[union-attr]
+    ks = {i: pool[i].keyword.score if pool[i].keyword else 0.0 for i in ids}  # type: ignore[union-attr]
+    features = auto_features(dense, keyword, n_terms, collection_size)
+    if not keyword:
+        w, why = 1.0, "no keyword match"
+    elif not dense:
+        w, why = 0.0, "no dense candidates"
+    else:
+        w = model.dense_weight(features)
+        why = (f"keyword strength {math.exp(features[0]):.2f}, dense "
+               f"{'flat' if features[1] < FLAT_DENSE_GAP else 'peaked'} ({features[1]:.2f}σ ahead), "
+               f"{max(1, n_terms)} query terms")
+    nd = _minmax(ds)
+    top_k = max(ks.values(), default=0.0)
+    for i in ids:
+        pool[i].score = w * nd.get(i, 0.0) + (1 - w) * (ks[i] / top_k if top_k > 0 else 0.0)
+    return stable_order(list(pool.values())), f"auto: {why} → dense weight {w:.2f}"
 
 
 def mmr(docs: list[ScoredDoc], top_k: int, diversity: float) -> list[ScoredDoc]:
@@ -81,23 +233,61 @@ def mmr(docs: list[ScoredDoc], top_k: int, diversity: float) -> list[ScoredDoc]:
         else:
             penalty = np.zeros(len(left))
         scores = (1 - diversity) * rel[left] - diversity * penalty
-        pick = left[int(np.argmax(scores))]
+        pick = left[int(np.argmax(scores))]  # argmax takes the first of equals: the fused order decides
         chosen.append(pick)
         left.remove(pick)
     return [docs[i] for i in chosen]
 
 
+def fuse(q: SearchQuery, dense: list[ScoredDoc], keyword: list[ScoredDoc], n_terms: int = 0,
+         collection_size: int = 0) -> tuple[list[ScoredDoc], str]:
+    """The fused candidates of a hybrid search and the reason string for the response."""
+    if q.fusion == "auto":
+        return auto_fusion(dense, keyword, n_terms, collection_size)
+    if q.fusion == "rrf":
+        return rrf_fusion(dense, keyword, q.rrf_k), f"requested rrf (k {q.rrf_k})"
+    if q.fusion == "dbsf":
+        return dbsf_fusion(dense, keyword), "requested dbsf"
+    return weighted_fusion(dense, keyword, q.dense_weight), f"requested weighted (dense weight {q.dense_weight:g})"
+
+
 class HybridSearcher:
     """Runs a validated search against one collection (blocking; call off the event loop)."""
 
+    SIZE_TTL_S = 30.0  # how long a collection's document count (AUTO's log N) is reused
+
     def __init__(self, store: CatalogStore) -> None:
         self.store = store
+        self._sizes: dict[str, tuple[int, float]] = {}
+
+    def collection_size(self, collection: str) -> int:
+        """Documents in the collection, counted at most every ``SIZE_TTL_S`` (only AUTO reads it, as log N)."""
+        size, when = self._sizes.get(collection, (0, -1e18))
+        if time.monotonic() - when > self.SIZE_TTL_S:
+            size = self.store.count(collection)
+            self._sizes[collection] = (size, time.monotonic())
+        return size
 
     def search(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
                sparse: SparseVector) -> list[ScoredDoc]:
         """Hits best first, each with its per-leg rank and score."""
+        return self.run(collection, q, mode, dense_vec, sparse).hits
+
+    def run(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
+            sparse: SparseVector) -> Ranked:
+        """Hits best first with the fusion that ran and why."""
         want = q.mmr_candidates or (4 * q.top_k if q.mmr_diversity is not None else q.top_k)
-        leg_limit = max(want, 50) if mode == "hybrid" else want
+        leg_docs = self.legs(collection, q, mode, dense_vec, sparse)
+        if not leg_docs:
+            return Ranked([])  # keyword search whose query has no index terms
+        size = self.collection_size(collection) if mode == "hybrid" and q.fusion == "auto" else 0
+        return self.finish(q, mode, leg_docs, want, len(sparse.indices), size)
+
+    def legs(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
+             sparse: SparseVector) -> dict[str, list[ScoredDoc]]:
+        """Each leg's candidates as the engine ranked them, in one round trip (``finish`` orders ties)."""
+        want = q.mmr_candidates or (4 * q.top_k if q.mmr_diversity is not None else q.top_k)
+        leg_limit = max(want, LEG_CANDIDATES) if mode == "hybrid" else want
         with_vectors = q.mmr_diversity is not None
         common = dict(filter=q.filter, with_vectors=with_vectors, sparse_indices=tuple(sparse.indices),
                       sparse_values=tuple(sparse.values), dense=dense_vec)
@@ -109,25 +299,33 @@ class HybridSearcher:
         if mode in ("hybrid", "keyword") and sparse.indices:
             queries.append(LegQuery(kind="sparse", limit=leg_limit, **common))  # type: ignore[arg-type]
             legs.append("keyword")
-        fused_by_engine = mode == "hybrid" and q.fusion in ("rrf", "dbsf") and len(legs) == 2
-        if fused_by_engine:
-            queries.append(LegQuery(kind="fused", limit=want, fusion=q.fusion, rrf_k=q.rrf_k,
-                                    prefetch_limit=leg_limit, **common))  # type: ignore[arg-type]
         if not queries:
-            return []  # keyword search whose query has no index terms
+            return {}
         answers = self.store.query(collection, queries)
-        leg_docs = {name: [_doc(h) for h in hits] for name, hits in zip(legs, answers, strict=False)}
-        if fused_by_engine:
-            results = [_doc(h) for h in answers[-1]]
-        elif mode == "hybrid" and len(legs) == 2:
-            results = weighted_fusion(leg_docs["dense"], leg_docs["keyword"], q.dense_weight)[:want]
+        return {name: [_doc(h) for h in hits] for name, hits in zip(legs, answers, strict=True)}
+
+    @staticmethod
+    def finish(q: SearchQuery, mode: str, leg_docs: dict[str, list[ScoredDoc]], want: int, n_terms: int = 0,
+               collection_size: int = 0) -> Ranked:
+        """Fuse (hybrid) or rank (one leg), then MMR, top_k and the score floor.
+
+        ``n_terms`` (distinct query terms) and ``collection_size`` are AUTO's evidence.
+        """
+        leg_docs = {name: _leg_sorted(docs) for name, docs in leg_docs.items()}
+        fusion: str | None = None
+        reason = ""
+        if mode == "hybrid":
+            fusion = q.fusion
+            results, reason = fuse(q, leg_docs.get("dense", []), leg_docs.get("keyword", []), n_terms,
+                                   collection_size)
+            if "keyword" not in leg_docs:
+                reason += "; the query has no index terms, so only the dense leg ran"
         else:
-            results = leg_docs[legs[0]][:want]
-        ranks = {name: {d.doc_id: LegResult(i + 1, d.score) for i, d in enumerate(docs)}
-                 for name, docs in leg_docs.items()}
-        for d in results:
-            d.dense = ranks.get("dense", {}).get(d.doc_id)
-            d.keyword = ranks.get("keyword", {}).get(d.doc_id)
+            results = list(_pool(leg_docs.get("dense", []), leg_docs.get("keyword", [])).values())
+            for d in results:
+                d.score = (d.dense or d.keyword).score  # type: ignore[union-attr]
+            results = stable_order(results)
+        results = results[:want]
         if q.mmr_diversity is not None:
             results = mmr(results, q.top_k, q.mmr_diversity)
         results = results[: q.top_k]
@@ -135,4 +333,5 @@ class HybridSearcher:
             # Scores travel as float32; compare at that precision so a hit's own score passes.
             floor = np.float32(q.score_threshold)
             results = [d for d in results if np.float32(d.score) >= floor]
-        return results
+        return Ranked(results, fusion, reason)
+

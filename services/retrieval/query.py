@@ -16,7 +16,7 @@ MAX_TOP_K = 100
 MAX_BATCH = 256
 MAX_TEXT_CHARS = 20000
 MODES = ("hybrid", "dense", "keyword")
-FUSIONS = ("rrf", "dbsf", "weighted")
+FUSIONS = ("auto", "rrf", "dbsf", "weighted")
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,11 @@ class SearchQuery:
 
     text: str
     vector: list[float] | None = None
+    vector_revision: str = ""  # the embedding revision that made ``vector``; required with it
     filter: Filter = field(default_factory=Filter)
     top_k: int = 10
     mode: str | None = None  # None: hybrid when a vector can be had
-    fusion: str = "rrf"
+    fusion: str = "auto"
     rrf_k: int = 60
     dense_weight: float = 0.5
     score_threshold: float | None = None
@@ -143,8 +144,8 @@ def validate_documents(docs: list[Document], fields: dict[str, str]) -> None:
         raise InvalidInput(f"{len(bad)} problem(s) in the batch; nothing was written", bad)
 
 
-def validate_search(q: SearchQuery, fields: dict[str, str], dim: int) -> None:
-    """Every problem of a search at once."""
+def validate_search(q: SearchQuery, fields: dict[str, str], dim: int, embedding_revision: str = "") -> None:
+    """Every problem of a search at once (``embedding_revision``: the collection's, named in messages)."""
     bad: list[Violation] = []
     if not q.text.strip():
         bad.append(Violation("query", "empty or whitespace-only"))
@@ -157,6 +158,10 @@ def validate_search(q: SearchQuery, fields: dict[str, str], dim: int) -> None:
             bad.append(Violation("query_vector", f"has {len(q.vector)} dimensions; the collection has {dim}"))
         elif not all(math.isfinite(v) for v in q.vector) or not any(q.vector):
             bad.append(Violation("query_vector", "must be finite and non-zero"))
+        if not q.vector_revision.strip():
+            bad.append(Violation("query_vector_revision", "required with query_vector: the embedding model "
+                                 "revision that produced it (empty given; the collection holds vectors of "
+                                 f"revision {embedding_revision or 'see GetCollection'})"))
     if q.mode is not None and q.mode not in MODES:
         bad.append(Violation("mode", f"must be one of {MODES}"))
     if q.fusion not in FUSIONS:

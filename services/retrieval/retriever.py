@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +34,8 @@ from services.retrieval.query import (
     validate_search,
 )
 from services.retrieval.store import CatalogMeta, CatalogStore, StoredPoint
+from services.retrieval.store.base import VERSION_RE
+from services.retrieval.writes import PendingWrites, ReindexInProgress, WriteGate, storable_violations
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("services.retrieval")
@@ -59,6 +61,24 @@ class EmbeddingUnavailable(DependencyUnavailable):
     """The embedding service could not embed in time."""
 
 
+# Bulk analysis (ingest, reindex) runs in slices of about this many characters on the analyser's one
+# thread, so a search's query analysis waits behind one slice at most (~10-50 ms of Kiwi), not a batch.
+BULK_SLICE_CHARS = 2000
+# A reindex re-embeds in calls of at most this many texts: a search's query embedding queues behind
+# one such call in the embedding service, not behind a whole batch.
+REINDEX_EMBED_TEXTS = 16
+
+
+def _left(until: float | None, default: float) -> float:
+    """Seconds left before ``until`` (``default`` without a deadline); DeadlineExceeded when none are."""
+    if until is None:
+        return default
+    left = until - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the caller's deadline ran out before the work finished; nothing more was done")
+    return min(left, default)
+
+
 @dataclass
 class SearchOutcome:
     """Hits and how they were obtained."""
@@ -71,6 +91,7 @@ class SearchOutcome:
     tokenize_ns: int
     search_ns: int
     total_ns: int
+    fusion_reason: str = ""
 
 
 @dataclass
@@ -87,7 +108,7 @@ class Retriever:
     """Catalog operations over a :class:`CatalogStore`, a Korean analyzer and an embedder."""
 
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
-                 k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "rrf",
+                 k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
                  default_rrf_k: int = 60, default_dense_weight: float = 0.5) -> None:
         self.store = store
         self.analyzer = analyzer
@@ -102,6 +123,9 @@ class Retriever:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant")
         self._nlp = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiwi")
         self._reindexing: set[str] = set()
+        # Per catalog: writes hold its gate shared; a reindex holds it alone to start recording and to swap.
+        self._gates: defaultdict[str, WriteGate] = defaultdict(WriteGate)
+        self._pending: dict[str, PendingWrites] = {}  # writes to replay into a reindex's new collection
         self._meta_cache: dict[str, CatalogMeta] = {}
         # Searches in flight per versioned collection: a reindex drops the old collection only
         # once none still use it (a search may have read the old alias target just before a swap).
@@ -141,6 +165,23 @@ class Retriever:
         meta = await self.meta(name)
         return meta, await self._run_db(self.store.count, meta.collection)
 
+    async def list_catalogs(self) -> list[tuple[CatalogMeta, int]]:
+        """Every catalog with its document count, by name."""
+        metas = sorted(await self._run_db(self.store.list_meta), key=lambda m: m.name)
+        return [(m, await self._run_db(self.store.count, m.collection)) for m in metas]
+
+    async def delete_catalog(self, name: str) -> tuple[str, int]:
+        """Remove a catalog and its data: (its versioned collection, documents it held)."""
+        await self.meta(name)
+        if name in self._reindexing:
+            raise FailedPrecondition(f"collection {name!r} is being reindexed; delete it after the reindex finishes")
+        async with self._gates[name].exclusive():  # no write in flight; later ones find no catalog
+            await self.meta(name)  # NotFound when a concurrent delete won
+            self._meta_cache.pop(name, None)
+            out = await self._run_db(self.store.delete_catalog, name)
+        self._gates.pop(name, None)
+        return out
+
     # ---- writes ---------------------------------------------------------------------------
     async def _embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
         try:
@@ -148,32 +189,82 @@ class Retriever:
         except (DependencyUnavailable, DeadlineExceeded) as exc:
             raise EmbeddingUnavailable(f"embedding service: {exc.message}") from exc
 
-    async def upsert(self, name: str, docs: list[Document]) -> UpsertOutcome:
-        """Validate the whole batch, embed it, tokenise it, write it (idempotent by id)."""
+    async def upsert(self, name: str, docs: list[Document], deadline_s: float | None = None) -> UpsertOutcome:
+        """Validate the whole batch, embed it, tokenise it, write it (idempotent by id).
+
+        The write goes to the collection live when it is stored, not when it began: a reindex may
+        swap meanwhile. While one runs, the write is also recorded for its new collection, or
+        refused as retryable when it cannot go there (see services/retrieval/writes.py).
+        ``deadline_s`` (the caller's remaining time) bounds the work: nothing runs past it.
+        """
+        until = None if deadline_s is None else time.monotonic() + deadline_s
         meta = await self.meta(name)
-        if name in self._reindexing:
-            raise FailedPrecondition(f"collection {name!r} is being reindexed; retry the write after it finishes")
-        self._check_analyzer(meta)
+        self._check_writable(meta)
         validate_documents(docs, meta.fields)
+        bad = storable_violations(docs, meta.fields)
+        if bad:
+            raise InvalidInput(f"{bad[0].field}: {bad[0].description} ({len(bad)} problem(s) in the batch); "
+                               "nothing was written", bad)
         t0 = time.perf_counter()
-        vectors, revision = await self._embed([d.text for d in docs], "passage", self.embed_timeout_s * 10)
-        if revision != meta.embedding_revision:
-            raise FailedPrecondition(f"collection {name!r} holds vectors of embedding revision "
-                                     f"{meta.embedding_revision}; the embedding service serves {revision}: reindex")
+        texts = [d.text for d in docs]
+        vectors, revision = await self._embed(texts, "passage", _left(until, self.embed_timeout_s * 10))
         t1 = time.perf_counter()
-        terms = await self._terms([d.text for d in docs])
+        terms = await self._bulk_terms(texts, until)
         t2 = time.perf_counter()
-        meta = self._update_avg_len(meta, terms)
-        bm25 = Bm25(self.k1, self.b, meta.avg_doc_len)
-        points = []
-        for d, vec, toks in zip(docs, vectors, terms, strict=True):
-            sparse = bm25.document(toks)
-            points.append(StoredPoint(d.id, d.text, coerce_payload(d.payload, meta.fields), vec.tolist(),
-                                      sparse.indices, sparse.values))
-        await self._run_db(self.store.upsert, meta.collection, points)
-        await self._run_db(self.store.put_meta, meta)
+        async with self._gates[name].shared():
+            live = await self.meta(name)  # a reindex may have swapped while this batch was embedded
+            self._check_writable(live, revision, swapped=live is not meta)
+            _left(until, 1.0)
+            live = self._update_avg_len(live, terms)
+            bm25 = Bm25(self.k1, self.b, live.avg_doc_len)
+            points = []
+            for d, vec, toks in zip(docs, vectors, terms, strict=True):
+                sparse = bm25.document(toks)
+                points.append(StoredPoint(d.id, d.text, coerce_payload(d.payload, live.fields), vec.tolist(),
+                                          sparse.indices, sparse.values))
+            await self._run_db(self.store.upsert, live.collection, points)
+            await self._run_db(self.store.put_meta, live)
+            pending = self._pending.get(name)
+            if pending is not None:
+                for p, toks in zip(points, terms, strict=True):
+                    pending.record_upsert(p.doc_id, p.text, p.payload, p.dense, toks)
         t3 = time.perf_counter()
         return UpsertOutcome(len(docs), int((t1 - t0) * 1e9), int((t2 - t1) * 1e9), int((t3 - t2) * 1e9))
+
+    def _check_writable(self, meta: CatalogMeta, revision: str | None = None, swapped: bool = False) -> None:
+        """Refuse a write the live collection cannot take: retryable while (or because) a reindex changes it."""
+        name = meta.name
+        pending = self._pending.get(name)
+        if name in self._reindexing or swapped:
+            if meta.analyzer != self.analyzer.info.label() or (
+                    revision is not None and (revision != meta.embedding_revision
+                                              or (pending is not None and revision != pending.revision))):
+                raise ReindexInProgress(f"collection {name!r} is being reindexed (or just was) and this write "
+                                        "cannot be kept in both its old and new collections; retry the write "
+                                        "after the reindex finishes")
+            return
+        self._check_analyzer(meta)
+        if revision is not None and revision != meta.embedding_revision:
+            raise FailedPrecondition(f"collection {name!r} holds vectors of embedding revision "
+                                     f"{meta.embedding_revision}; the embedding service serves {revision}: reindex")
+
+    async def _bulk_terms(self, texts: list[str], until: float | None = None) -> list[list[str]]:
+        """Terms of many texts, in slices of about ``BULK_SLICE_CHARS`` characters.
+
+        A search's query, analysed on the same thread, waits for one slice at most, and the caller's
+        deadline is checked between slices.
+        """
+        out: list[list[str]] = []
+        start = 0
+        while start < len(texts):
+            end, size = start, 0
+            while end < len(texts) and (end == start or size + len(texts[end]) <= BULK_SLICE_CHARS):
+                size += len(texts[end])
+                end += 1
+            _left(until, 1.0)
+            out += await self._terms(texts[start:end])
+            start = end
+        return out
 
     def _update_avg_len(self, meta: CatalogMeta, terms: list[list[str]]) -> CatalogMeta:
         """Running mean document length (BM25's avgdl) over everything written so far."""
@@ -185,14 +276,19 @@ class Retriever:
         return meta
 
     async def delete(self, name: str, ids: list[str]) -> int:
-        """Remove documents by id (unknown ids are fine)."""
-        meta = await self.meta(name)
+        """Remove documents by id (unknown ids are fine); from a reindex's new collection too."""
+        await self.meta(name)
         bad = [Violation(f"ids[{i}]", "required") for i, d in enumerate(ids) if not d.strip()]
         if not ids:
             bad.append(Violation("ids", "at least one id is required"))
         if bad:
             raise InvalidInput("invalid delete", bad)
-        await self._run_db(self.store.delete, meta.collection, ids)
+        async with self._gates[name].shared():
+            live = await self.meta(name)
+            await self._run_db(self.store.delete, live.collection, ids)
+            pending = self._pending.get(name)
+            if pending is not None:
+                pending.record_delete(ids)
         return len(ids)
 
     # ---- search ---------------------------------------------------------------------------
@@ -222,7 +318,11 @@ class Retriever:
                              start: float) -> SearchOutcome:
         name = meta.name
         self._check_analyzer(meta)
-        validate_search(q, meta.fields, meta.dim)
+        validate_search(q, meta.fields, meta.dim, meta.embedding_revision)
+        if q.vector is not None and q.vector_revision != meta.embedding_revision:
+            raise FailedPrecondition(f"query_vector was made by embedding revision {q.vector_revision}; collection "
+                                     f"{name!r} holds vectors of revision {meta.embedding_revision}: embed the query "
+                                     "with that revision, or leave query_vector empty")
         mode = q.mode or "hybrid"
         degraded = False
         vector = q.vector
@@ -259,13 +359,14 @@ class Retriever:
         t = time.perf_counter()
         # Both legs run in one engine round trip; fusion follows in the same call (hybrid.py).
         with TRACER.start_as_current_span("retrieval.legs_and_fusion", attributes={"mesh.mode": mode}) as span:
-            hits = await self._run_db(self.searcher.search, meta.collection, q, mode, vector, sparse)
+            ranked = await self._run_db(self.searcher.run, meta.collection, q, mode, vector, sparse)
+            hits = ranked.hits
             span.set_attributes({"mesh.dense_hits": sum(1 for h in hits if h.dense is not None),
                                  "mesh.keyword_hits": sum(1 for h in hits if h.keyword is not None),
-                                 "mesh.fusion": q.fusion if mode == "hybrid" else ""})
+                                 "mesh.fusion": ranked.fusion or ""})
         search_ns = int((time.perf_counter() - t) * 1e9)
-        return SearchOutcome(hits, mode, degraded, q.fusion if mode == "hybrid" else None, embed_ns, tokenize_ns,
-                             search_ns, int((time.perf_counter() - start) * 1e9))
+        return SearchOutcome(hits, mode, degraded, ranked.fusion, embed_ns, tokenize_ns,
+                             search_ns, int((time.perf_counter() - start) * 1e9), ranked.reason)
 
     def with_defaults(self, q: SearchQuery, fusion: str | None, rrf_k: int | None,
                       dense_weight: float | None) -> SearchQuery:
@@ -277,7 +378,12 @@ class Retriever:
 
     # ---- reindex --------------------------------------------------------------------------
     async def reindex(self, name: str, batch_size: int = 64) -> AsyncIterator[dict[str, Any]]:
-        """Re-embed every document into a new collection, then swap the alias; old stays until then."""
+        """Re-embed every document into a new collection, then swap the alias; old stays until then.
+
+        Writes made meanwhile go to the old collection and are replayed into the new one before the
+        swap (services/retrieval/writes.py). The work goes to the database and analyser threads in
+        slices (a page, a batch), so searches interleave with it instead of queueing behind it.
+        """
         meta = await self.meta(name)
         if name in self._reindexing:
             raise FailedPrecondition(f"collection {name!r} is already being reindexed")
@@ -287,47 +393,98 @@ class Retriever:
         start = time.perf_counter()
         new_collection = None
         try:
+            await self.drop_leftovers(name)  # what an interrupted reindex of this catalog left
+            _, revision = await self._embed(["revision probe"], "passage", self.embed_timeout_s * 5)
+            async with self._gates[name].exclusive():  # writes in flight finish before the snapshot
+                meta = await self.meta(name)
+                pending = self._pending[name] = PendingWrites(revision)
             docs: list[tuple[str, str, dict[str, Any]]] = []
-            for page in await self._run_db(lambda: list(self.store.scroll_all(meta.collection))):
+            pages = self.store.scroll_all(meta.collection)
+            while (page := await self._run_db(next, pages, None)) is not None:
                 docs += [(d.doc_id, d.text, d.payload) for d in page]
             total = len(docs)
             yield {"done": 0, "total": total}
-            terms = await self._terms([d[1] for d in docs])
+            terms = await self._bulk_terms([d[1] for d in docs])
             avg = float(np.mean([max(1, len(t)) for t in terms])) if terms else 64.0
             bm25 = Bm25(self.k1, self.b, avg)
             new_collection = await self._run_db(self.store.create_version, name, meta.fields, meta.dim)
-            revision = meta.embedding_revision
             for i in range(0, total, batch_size):
-                chunk = docs[i:i + batch_size]
-                vectors, revision = await self._embed([d[1] for d in chunk], "passage", self.embed_timeout_s * 10)
-                points = []
-                for (doc_id, text, payload), vec, toks in zip(chunk, vectors, terms[i:i + batch_size], strict=True):
-                    sparse = bm25.document(toks)
-                    points.append(StoredPoint(doc_id, text, payload, vec.tolist(), sparse.indices, sparse.values))
-                await self._run_db(self.store.upsert, new_collection, points)
+                # Documents written since the snapshot are replayed below; their snapshot copy is stale.
+                chunk = [(d, t) for d, t in zip(docs[i:i + batch_size], terms[i:i + batch_size], strict=True)
+                         if not pending.touched(d[0])]
+                for j in range(0, len(chunk), REINDEX_EMBED_TEXTS):
+                    part = chunk[j:j + REINDEX_EMBED_TEXTS]
+                    vectors, got = await self._embed([d[1] for d, _ in part], "passage", self.embed_timeout_s * 10)
+                    if got != revision:
+                        raise ReindexInProgress(f"the embedding service changed from revision {revision} to {got} "
+                                                "during the reindex; nothing was swapped: retry the reindex")
+                    points = []
+                    for ((doc_id, text, payload), toks), vec in zip(part, vectors, strict=True):
+                        sparse = bm25.document(toks)
+                        points.append(StoredPoint(doc_id, text, payload, vec.tolist(), sparse.indices,
+                                                  sparse.values))
+                    await self._run_db(self.store.upsert, new_collection, points)
                 yield {"done": min(total, i + batch_size), "total": total}
-            if hasattr(self.store, "optimize"):
-                await self._run_db(self.store.optimize, new_collection)
-            new_meta = CatalogMeta(name, new_collection, revision, self.analyzer.info.label(), meta.fields, avg,
-                                   meta.dim, {"docs_written": total})
-            await self._run_db(self.store.swap_alias, name, new_collection)
-            await self._run_db(self.store.put_meta, new_meta)
-            self._meta_cache[name] = new_meta
-            old, new_collection = meta.collection, None
+            await self._run_db(self.store.optimize, new_collection)
+            while len(pending) > batch_size:  # replay while writes go on; the last few with the swap
+                await self._replay(pending, new_collection, bm25, batch_size)
+            async with self._gates[name].exclusive():
+                await self._replay(pending, new_collection, bm25, batch_size)
+                documents = await self._run_db(self.store.count, new_collection)
+                new_meta = CatalogMeta(name, new_collection, revision, self.analyzer.info.label(), meta.fields, avg,
+                                       meta.dim, {"docs_written": documents})
+                await self._run_db(self.store.swap_alias, name, new_collection)
+                await self._run_db(self.store.put_meta, new_meta)
+                self._meta_cache[name] = new_meta
+                del self._pending[name]
+                old, new_collection = meta.collection, None
             for _ in range(3000):  # wait (up to ~30 s) for searches still reading the old collection
                 if not self._inflight.get(old):
                     break
                 await asyncio.sleep(0.01)
             await self._run_db(self.store.drop_collection, old)
             yield {"summary": True, "previous_collection": old, "collection": new_meta.collection,
-                   "documents": total, "embedding_revision": revision,
+                   "documents": documents, "embedding_revision": revision,
                    "total_ns": int((time.perf_counter() - start) * 1e9)}
         finally:
             self._reindexing.discard(name)
+            self._pending.pop(name, None)
             if new_collection is not None:  # failed before the swap: the old collection keeps serving
                 await self._run_db(self.store.drop_collection, new_collection)
 
+    async def _replay(self, pending: PendingWrites, collection: str, bm25: Bm25, batch_size: int) -> None:
+        """Write what was recorded since the snapshot into the new collection (vectors as written)."""
+        upserts, deleted = pending.take()
+        rows = list(upserts.items())
+        for i in range(0, len(rows), batch_size):
+            points = []
+            for doc_id, (text, payload, vector, toks) in rows[i:i + batch_size]:
+                sparse = bm25.document(toks)
+                points.append(StoredPoint(doc_id, text, payload, vector, sparse.indices, sparse.values))
+            await self._run_db(self.store.upsert, collection, points)
+        if deleted:
+            await self._run_db(self.store.delete, collection, sorted(deleted))
+
+    async def drop_leftovers(self, name: str | None = None) -> list[str]:
+        """Remove versioned collections no catalog uses (``name``'s only, when given), left by a crash.
+
+        Without ``name`` (at start-up) only on a store this process alone uses: on a shared Qdrant
+        server another worker's reindex in progress would look the same.
+        """
+        if name is None and not self.store.exclusive:
+            return []
+        gone = await self._run_db(self.store.leftover_collections, name)
+        if name is None:  # never a collection this process is building right now
+            gone = [c for c in gone if VERSION_RE.match(c)["catalog"] not in self._reindexing]  # type: ignore[index]
+        for collection in gone:
+            await self._run_db(self.store.drop_collection, collection)
+        if gone:
+            log.warning("removed %d collection(s) that no catalog uses, left by an interrupted reindex or "
+                        "create: %s", len(gone), ", ".join(gone))
+        return gone
+
     async def close(self) -> None:
         """Stop the worker threads."""
-        self._db.shutdown(wait=True)
-        self._nlp.shutdown(wait=True)
+        # Queued slices are dropped: SIGTERM waits for the one running, not for a whole request's work.
+        self._db.shutdown(wait=True, cancel_futures=True)
+        self._nlp.shutdown(wait=True, cancel_futures=True)

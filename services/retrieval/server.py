@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from services.bootstrap.errors import StartupError
 from services.bootstrap.health import Dependency, Requirement
+from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
@@ -36,16 +37,23 @@ class RetrievalService:
         return self.mesh.port
 
     async def warm_up(self) -> None:
-        """Warm the analyzer, then report SERVING (the embedding service may come later)."""
+        """Remove what an interrupted reindex left, warm the analyzer, then report SERVING.
+
+        The embedding service may come later.
+        """
+        await self.retriever.drop_leftovers()
         await self.retriever._terms(["워밍업 문장입니다"])
         await self.mesh.set_serving(True)
 
-    async def close(self, grace: float = 1.0) -> None:
-        """Stop serving, release Qdrant and the channel."""
-        await self.mesh.stop(grace)
+    async def release(self) -> None:
+        """Release the retriever, Qdrant and the embedding channel (after the server stopped)."""
         await self.retriever.close()
         await self.embedder.close()
         self.retriever.store.close()
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, then release (services/bootstrap/lifecycle.py)."""
+        await stop(self, grace)
 
 
 async def create_retrieval_service(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf import struct_pb2
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 
-from services.bootstrap.errors import MeshError
+from services.bootstrap.errors import InvalidInput, MeshError, Violation
 from services.retrieval import convert
+from services.retrieval.query import Document
 from services.retrieval.retriever import Retriever
 
 
@@ -30,9 +33,20 @@ class RetrievalServicer:
         meta, count = await self.retriever.describe(request.name)
         return pb.GetCollectionResponse(collection=convert.collection_info(meta, count))
 
+    async def ListCollections(self, request, context):  # noqa: N802
+        """Every catalog."""
+        rows = await self.retriever.list_catalogs()
+        return pb.ListCollectionsResponse(collections=[convert.collection_info(m, n) for m, n in rows])
+
+    async def DeleteCollection(self, request, context):  # noqa: N802
+        """Remove a catalog and its data."""
+        collection, documents = await self.retriever.delete_catalog(request.name)
+        return pb.DeleteCollectionResponse(collection=collection, documents=documents)
+
     async def UpsertDocuments(self, request, context):  # noqa: N802
-        """Write one batch."""
-        out = await self.retriever.upsert(request.collection, convert.documents_from_proto(request.documents))
+        """Write one batch (within the caller's deadline)."""
+        out = await self.retriever.upsert(request.collection, _documents(request.documents),
+                                          context.time_remaining())
         return pb.UpsertDocumentsResponse(upserted=out.upserted, embed_ns=out.embed_ns, tokenize_ns=out.tokenize_ns,
                                           write_ns=out.write_ns)
 
@@ -44,7 +58,7 @@ class RetrievalServicer:
             seq = batches
             batches += 1
             try:
-                out = await self.retriever.upsert(req.collection, convert.documents_from_proto(req.documents))
+                out = await self.retriever.upsert(req.collection, _documents(req.documents))
             except MeshError as err:
                 failed += 1
                 yield pb.UpsertDocumentsStreamResponse(progress=pb.UpsertProgress(
@@ -65,12 +79,14 @@ class RetrievalServicer:
 
     async def Search(self, request, context: grpc.aio.ServicerContext):  # noqa: N802
         """Search."""
+        _check_ranges(request.filter)
         q, fusion, rrf_k, weight = convert.search_from_proto(request)
         q = self.retriever.with_defaults(q, fusion, rrf_k, weight)
         out = await self.retriever.search(request.collection, q, context.time_remaining())
         return pb.SearchResponse(
             hits=[convert.hit_to_proto(h) for h in out.hits], mode=convert.NAME_TO_MODE[out.mode],
             degraded=out.degraded, fusion=convert.NAME_TO_FUSION.get(out.fusion or "", 0),
+            fusion_reason=out.fusion_reason,
             timings=pb.SearchTimings(embed_ns=out.embed_ns, tokenize_ns=out.tokenize_ns, search_ns=out.search_ns,
                                      total_ns=out.total_ns))
 
@@ -85,3 +101,41 @@ class RetrievalServicer:
             else:
                 yield pb.ReindexResponse(progress=pb.ReindexProgress(done=event["done"], total=event["total"]))
             await asyncio.sleep(0)
+
+
+def _check_ranges(flt: pb.Filter) -> None:
+    """Range bounds must be finite: Qdrant ignores a NaN bound, so ``gte: NaN`` used to match everything."""
+    bad = [Violation(f"filter.{where}[{i}].range.{bound}", "must be a finite number (no NaN or infinity)")
+           for where, conds in (("must", flt.must), ("must_not", flt.must_not)) for i, c in enumerate(conds)
+           if c.WhichOneof("test") == "range" for bound in ("gte", "gt", "lte", "lt")
+           if c.range.HasField(bound) and not math.isfinite(getattr(c.range, bound))]
+    if bad:
+        raise InvalidInput(f"invalid search: {bad[0].field}: {bad[0].description}", bad)
+
+
+def _documents(docs) -> list[Document]:
+    """Documents of a request; a payload number JSON cannot hold (NaN, infinity) is a named violation.
+
+    Converting such a payload used to raise deep in protobuf's JSON printer: INTERNAL, and in a
+    stream the end of the whole stream instead of one rejected batch.
+    """
+    bad: list[Violation] = []
+
+    def walk(value: struct_pb2.Value, path: str) -> None:
+        kind = value.WhichOneof("kind")
+        if kind == "number_value" and not math.isfinite(value.number_value):
+            bad.append(Violation(path, "must be a finite number (no NaN or infinity)"))
+        elif kind == "struct_value":
+            for key, item in value.struct_value.fields.items():
+                walk(item, f"{path}.{key}")
+        elif kind == "list_value":
+            for i, item in enumerate(value.list_value.values):
+                walk(item, f"{path}[{i}]")
+
+    for i, d in enumerate(docs):
+        for key, item in d.payload.fields.items():
+            walk(item, f"documents[{i}].payload.{key}")
+    if bad:
+        raise InvalidInput(f"{bad[0].field}: {bad[0].description} ({len(bad)} problem(s) in the batch); "
+                           "nothing was written", bad)
+    return convert.documents_from_proto(docs)

@@ -86,7 +86,8 @@ async def expect_code(coro, code):
 async def test_hybrid_search_finds_the_right_book_and_explains_both_legs(retrieval):
     _, stub, _ = retrieval
     resp = await search(stub, "개발자 면접 준비", top_k=3)
-    assert resp.mode == pb.SEARCH_MODE_HYBRID and not resp.degraded and resp.fusion == pb.FUSION_METHOD_WEIGHTED
+    assert resp.mode == pb.SEARCH_MODE_HYBRID and not resp.degraded and resp.fusion == pb.FUSION_METHOD_AUTO
+    assert resp.fusion_reason.startswith("auto: ")
     assert resp.hits[0].id in ("b4", "b5")
     top = resp.hits[0]
     assert top.dense.rank >= 1 and top.keyword.rank >= 1  # found by both legs
@@ -104,7 +105,9 @@ async def test_keyword_and_dense_modes_and_query_vector(retrieval, embedding_ser
 
     async with AsyncEmbeddingClient(f"127.0.0.1:{embedding_service.port}") as client:
         vec = (await client.embed(["섬으로 떠나는 휴가"], "query")).vectors[0]
-    given = await search(stub, "섬으로 떠나는 휴가", mode=pb.SEARCH_MODE_DENSE, top_k=3, query_vector=vec.tolist())
+    revision = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
+    given = await search(stub, "섬으로 떠나는 휴가", mode=pb.SEARCH_MODE_DENSE, top_k=3, query_vector=vec.tolist(),
+                         query_vector_revision=revision.embedding_revision)
     assert [h.id for h in given.hits] == [h.id for h in dense.hits] and given.timings.embed_ns == 0
 
 

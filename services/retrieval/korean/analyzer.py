@@ -7,6 +7,7 @@ Which morphemes count as content is a measured choice (see ``TERM_PROFILES`` and
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import threading
 import unicodedata
@@ -20,8 +21,22 @@ TERM_PROFILES: dict[str, tuple[str, ...]] = {
     "nouns": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_"),
     "nouns+predicates": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA"),
     "content": ("NNG", "NNP", "NNB", "NR", "NP", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "MAG"),
+    # nouns+predicates plus the bound nouns (NNB) that carry meaning: units and counters (리터, 갤런,
+    # 킬로그램, 개, 권, 원, 명 …), and a number joined to the unit or counter after it (3권, 2리터) as
+    # one more term. Grammatical bound nouns (UNIT_STOP_NNB) stay out.
+    "nouns+predicates+units": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB"),
 }
-DEFAULT_PROFILE = "nouns+predicates"
+DEFAULT_PROFILE = "nouns+predicates+units"
+# Bound nouns that are grammar, not content (것, 수, 등, 때문 …): written from Korean grammar, not
+# fitted to any set. Every other NNB Kiwi emits is a unit, a counter or a measure word.
+UNIT_STOP_NNB = frozenset(
+    "것 거 수 등 데 바 줄 지 뿐 만 적 듯 채 척 체 터 김 양 따위 대로 리 나름 즈음 무렵 겸 통 탓 셈 법 뻔 차 중 간 "
+    "내 외 측 편 때문 뒤 앞 쪽 녘 나위 노릇 턱 폭 참 이 자 놈 님 씨 군".split())
+# Profiles whose labels predate profile fingerprints: their definitions are frozen (a unit test pins
+# them), so collections built with them keep their labels. Any other profile's label carries a
+# fingerprint of its definition, so changing the definition changes the label and old collections
+# are refused until reindexed.
+LEGACY_PROFILES = ("nouns", "nouns+predicates", "content")
 
 
 @dataclass(frozen=True)
@@ -33,8 +48,18 @@ class AnalyzerInfo:
     profile: str
 
     def label(self) -> str:
-        """``kiwipiepy-0.24.1/nouns+predicates``."""
-        return f"{self.name}-{self.version}/{self.profile}"
+        """``kiwipiepy-0.24.1/nouns+predicates``; newer profiles add a fingerprint (``…/nouns+predicates+units#…``)."""
+        base = f"{self.name}-{self.version}/{self.profile}"
+        return base if self.profile in LEGACY_PROFILES else f"{base}#{profile_fingerprint(self.profile)}"
+
+
+def profile_fingerprint(profile: str) -> str:
+    """8 hex digits of sha256 over what a profile keeps (tags; for NNB also the stop list and joining)."""
+    tags = TERM_PROFILES[profile]
+    definition = ",".join(tags)
+    if "NNB" in tags and profile not in LEGACY_PROFILES:
+        definition += "|stop:" + ",".join(sorted(UNIT_STOP_NNB)) + "|join:SN+NNB,NR+NNB"
+    return hashlib.sha256(definition.encode()).hexdigest()[:8]
 
 
 def normalise(text: str) -> str:
@@ -56,6 +81,8 @@ class KoreanAnalyzer:
         self.profile = profile
         self.backend = backend
         self._keep = TERM_PROFILES[profile]
+        # Legacy "content" keeps every NNB; the units profile filters them and joins numbers to them.
+        self._units = "NNB" in self._keep and profile not in LEGACY_PROFILES
         self._lock = threading.Lock()
         if backend == "kiwi":
             from kiwipiepy import Kiwi
@@ -84,7 +111,23 @@ class KoreanAnalyzer:
     def terms(self, text: str) -> list[str]:
         """Index terms of a text, in order (repeats kept, for term frequency)."""
         # Predicates are indexed by stem (먹었다, 먹는 -> 먹); tags like VV-R share the prefix.
-        return [form for form, tag in self._morphemes(normalise(text)) if tag.startswith(self._keep)]
+        morphemes = self._morphemes(normalise(text))
+        if not self._units:
+            return [form for form, tag in morphemes if tag.startswith(self._keep)]
+        out: list[str] = []
+        prev = ("", "")
+        for form, tag in morphemes:
+            if tag == "NNB":
+                if form in UNIT_STOP_NNB:
+                    prev = (form, tag)
+                    continue
+                out.append(form)
+                if prev[1] in ("SN", "NR"):
+                    out.append(prev[0] + form)  # 3권, 2리터, 만원: the quantity as asked for
+            elif tag.startswith(self._keep):
+                out.append(form)
+            prev = (form, tag)
+        return out
 
     def terms_batch(self, texts: list[str]) -> list[list[str]]:
         """Index terms of many texts."""

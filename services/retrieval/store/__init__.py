@@ -32,7 +32,8 @@ def open_store(location: str, engine: str = "edge", timeout_s: float = 10.0,
     if location.startswith(("http://", "https://")) or engine == "client":
         from services.retrieval.store.client import ClientCatalogStore, open_client
 
-        return ClientCatalogStore(open_client(location, timeout_s, options), options)
+        server = location.startswith(("http://", "https://"))
+        return ClientCatalogStore(open_client(location, timeout_s, options), options, exclusive=not server)
     from services.retrieval.store.edge import EdgeCatalogStore
 
     return EdgeCatalogStore(location)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from services.retrieval.query import Filter
 DENSE = "dense"
 SPARSE = "bm25"
 _ID_NAMESPACE = uuid.UUID("6f1d3c52-6a43-4f4b-9d65-0c1bb2a7d8e1")
+# A versioned collection of a catalog: ``<catalog>__v<milliseconds>`` (create_version names them so).
+VERSION_RE = re.compile(r"^(?P<catalog>[a-z0-9][a-z0-9_-]{0,63})__v(?P<ms>[0-9]+)$")
 
 
 def point_id(doc_id: str) -> str:
@@ -99,6 +102,10 @@ class RawHit:
 class CatalogStore(ABC):
     """Catalogs (aliases over versioned collections) and their documents. Blocking calls."""
 
+    # Whether this process alone uses the store (an embedded engine holds its folder's lock); a Qdrant
+    # server may be shared by several workers, whose reindexes in progress look like leftovers.
+    exclusive: bool = True
+
     # ---- primitives each engine implements ------------------------------------------------
     @abstractmethod
     def get_meta(self, name: str) -> CatalogMeta:
@@ -125,6 +132,18 @@ class CatalogStore(ABC):
         """Delete a versioned collection."""
 
     @abstractmethod
+    def forget_catalog(self, name: str) -> None:
+        """Remove a catalog's alias and metadata (its collections stay until dropped)."""
+
+    @abstractmethod
+    def list_meta(self) -> list[CatalogMeta]:
+        """Metadata of every catalog."""
+
+    @abstractmethod
+    def list_collections(self) -> list[str]:
+        """Every collection holding catalog data (versioned collections; not the store's own metadata)."""
+
+    @abstractmethod
     def count(self, collection: str) -> int:
         """Exact number of documents."""
 
@@ -148,6 +167,9 @@ class CatalogStore(ABC):
     def close(self) -> None:
         """Release the engine."""
 
+    def optimize(self, collection: str) -> None:  # noqa: B027 - a server optimises by itself
+        """Merge and index segments after bulk writes (engines that need to be told)."""
+
     def ping(self) -> None:  # noqa: B027 - embedded engines run in this process: nothing to reach
         """Return when the engine answers; raise otherwise (a server's health probe)."""
 
@@ -166,3 +188,37 @@ class CatalogStore(ABC):
         meta = CatalogMeta(name, collection, embedding_revision, analyzer, fields, avg_doc_len, dim)
         self.put_meta(meta)
         return meta
+
+    def delete_catalog(self, name: str) -> tuple[str, int]:
+        """Remove a catalog and its data; (its collection, documents it held). NotFound when unknown.
+
+        The catalog goes first: a crash before its collection is dropped leaves a leftover that the
+        next start removes (see :meth:`leftover_collections`), never a catalog without data.
+        """
+        meta = self.get_meta(name)
+        documents = self.count(meta.collection)
+        target = self.alias_target(name)
+        self.forget_catalog(name)
+        for collection in {meta.collection, target} - {None}:
+            self.drop_collection(collection)  # type: ignore[arg-type]
+        return meta.collection, documents
+
+    def leftover_collections(self, catalog: str | None = None) -> list[str]:
+        """Versioned collections no catalog uses (``catalog``'s only, when given): a crashed reindex's or create's.
+
+        A collection not named like a version is never one (a shared server may hold others).
+        """
+        in_use: set[str] = set()
+        for meta in self.list_meta():
+            in_use.add(meta.collection)
+            target = self.alias_target(meta.name)
+            if target is not None:
+                in_use.add(target)
+        out = []
+        for collection in self.list_collections():
+            match = VERSION_RE.match(collection)
+            if match is None or collection in in_use:
+                continue
+            if catalog is None or match["catalog"] == catalog:
+                out.append(collection)
+        return sorted(out)

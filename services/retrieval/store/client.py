@@ -85,8 +85,9 @@ def qdrant_filter(f: Filter) -> models.Filter | None:
 class ClientCatalogStore(CatalogStore):
     """Catalogs on a qdrant-client connection."""
 
-    def __init__(self, client: QdrantClient, options: QdrantOptions | None = None) -> None:
+    def __init__(self, client: QdrantClient, options: QdrantOptions | None = None, *, exclusive: bool = False) -> None:
         self.client = client
+        self.exclusive = exclusive  # local mode holds its folder alone; a server may be shared
         self.options = options or QdrantOptions()
         rc = self.options.read_consistency
         self._consistency: models.ReadConsistency | None = models.ReadConsistencyType(rc) if isinstance(rc, str) else rc
@@ -136,6 +137,25 @@ class ClientCatalogStore(CatalogStore):
         ops.append(models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection,
                                                                               alias_name=alias)))
         self.client.update_collection_aliases(change_aliases_operations=ops)
+
+    def forget_catalog(self, name: str) -> None:  # noqa: D102
+        if self.alias_target(name) is not None:
+            self.client.update_collection_aliases(change_aliases_operations=[
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))])
+        self.client.delete(META_COLLECTION, points_selector=models.PointIdsList(points=[point_id(name)]), wait=True)
+
+    def list_meta(self) -> list[CatalogMeta]:  # noqa: D102
+        out: list[CatalogMeta] = []
+        offset = None
+        while True:
+            points, offset = self.client.scroll(META_COLLECTION, limit=256, offset=offset, with_payload=True,
+                                                consistency=self._consistency)
+            out += [CatalogMeta.from_payload(dict(p.payload)) for p in points if p.payload]
+            if offset is None:
+                return out
+
+    def list_collections(self) -> list[str]:  # noqa: D102
+        return sorted(c.name for c in self.client.get_collections().collections if c.name != META_COLLECTION)
 
     def alias_target(self, alias: str) -> str | None:  # noqa: D102
         for a in self.client.get_aliases().aliases:

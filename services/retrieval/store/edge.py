@@ -107,6 +107,19 @@ class EdgeCatalogStore(CatalogStore):
         with self._lock:
             return self._registry["aliases"].get(alias)
 
+    def forget_catalog(self, name: str) -> None:  # noqa: D102
+        with self._lock:
+            self._registry["aliases"].pop(name, None)
+            self._registry["meta"].pop(name, None)
+            self._save_registry()
+
+    def list_meta(self) -> list[CatalogMeta]:  # noqa: D102
+        with self._lock:
+            return [CatalogMeta.from_payload(p) for p in self._registry["meta"].values()]
+
+    def list_collections(self) -> list[str]:  # noqa: D102
+        return sorted(p.name for p in (self.root / "collections").iterdir() if p.is_dir())
+
     # ---- shards -----------------------------------------------------------------------------
     def _shard(self, collection: str) -> qe.EdgeShard:
         with self._lock:

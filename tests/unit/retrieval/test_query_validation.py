@@ -27,8 +27,8 @@ def test_search_rejects_bad_query_top_k_vector_and_filters():
         Condition("category", any_of=()),
     )))
     assert violations(validate_search, q, FIELDS, 384) == [
-        "query", "top_k", "query_vector", "filter.must[0].field", "filter.must[1]", "filter.must[2]",
-        "filter.must[3]"]
+        "query", "top_k", "query_vector", "query_vector_revision", "filter.must[0].field", "filter.must[1]",
+        "filter.must[2]", "filter.must[3]"]
 
 
 def test_good_search_passes():
