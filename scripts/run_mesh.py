@@ -60,29 +60,45 @@ def start(name: str, module: str, args: list[str]) -> tuple[subprocess.Popen[str
 
 
 def ensure_catalog(gateway: str) -> None:
-    """Create and ingest the bundled Korean sample catalog when it is not there yet (with progress)."""
+    """Create and ingest the bundled Korean sample catalog when it is not there yet (with progress).
+
+    A catalog left by an older version (built with another analyser or embedding revision, which
+    retrieval refuses to mix) is reindexed first.
+    """
     import httpx
-    from tqdm import tqdm
 
     catalog = json.loads(SAMPLE.read_text())
     name = catalog["collection"]
     with httpx.Client(base_url=gateway, timeout=30) as http:
         if http.get(f"/v1/collections/{name}").status_code == 200:
-            print(f"catalog {name!r} already present", flush=True)
+            probe = http.post("/v1/search", json={"collection": name, "query": "선물", "mode": "keyword"})
+            if probe.status_code != 409:
+                print(f"catalog {name!r} already present", flush=True)
+                return
+            print(f"catalog {name!r} was built by an older version: reindexing", flush=True)
+            _follow(http, http.post(f"/v1/collections/{name}/reindex").json(), f"reindexing {name}")
             return
         http.post("/v1/collections", json={"name": name, "fields": catalog["fields"]}).raise_for_status()
         job = http.post(f"/v1/collections/{name}/documents", json={"documents": catalog["documents"],
                                                                    "batch_size": 8}).json()
-        deadline = time.monotonic() + 600
-        with tqdm(total=len(catalog["documents"]), desc=f"ingesting {name}", unit="doc") as bar:
-            while time.monotonic() < deadline:
-                state = http.get(f"/v1/jobs/{job['id']}").json()
-                bar.update(state["done"] - bar.n)
-                if state["state"] in ("succeeded", "failed"):
-                    bar.set_postfix_str(state["state"])
-                    return
-                time.sleep(0.2)
-        raise TimeoutError(f"the ingest job {job['id']} did not finish in 600 s")
+        _follow(http, job, f"ingesting {name}")
+
+
+def _follow(http, job: dict, desc: str, timeout_s: float = 600) -> None:
+    """A job's progress as a bar until it ends."""
+    from tqdm import tqdm
+
+    deadline = time.monotonic() + timeout_s
+    with tqdm(total=job.get("total") or None, desc=desc, unit="doc") as bar:
+        while time.monotonic() < deadline:
+            state = http.get(f"/v1/jobs/{job['id']}").json()
+            bar.total = state["total"] or bar.total
+            bar.update(state["done"] - bar.n)
+            if state["state"] in ("succeeded", "failed"):
+                bar.set_postfix_str(state["state"])
+                return
+            time.sleep(0.2)
+    raise TimeoutError(f"the job {job['id']} did not finish in {timeout_s:.0f} s")
 
 
 def example_search(gateway: str) -> None:

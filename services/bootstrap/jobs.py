@@ -220,6 +220,7 @@ class Jobs(ABC):
             record.state = "failed" if record.failed_batches or record.errors else "succeeded"
         except Cancelled:
             record.state, record.errors = "failed", [*record.errors, "cancelled"]
+            record.cancel_requested = True  # this copy predates the cancel: say it, or the save would undo it
         except (asyncio.CancelledError, JobStoreUnavailable):
             raise  # this instance is stopping (or lost Redis): the job stays leased and resumes elsewhere
         except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
