@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run ops test check lint protos openapi model bench
+.PHONY: setup run ops test test-unit check lint protos openapi model bench
 PY := .venv/bin/python
 
 setup:
@@ -15,6 +15,10 @@ ops: setup
 
 test: setup check
 	@$(PY) -m pytest tests
+
+# Unit tests only, without the set-up (it assumes .venv, the model files and redis-server exist): < 60 s.
+test-unit:
+	@$(PY) -m pytest tests/unit -q -p no:cacheprovider
 
 check:
 	@$(PY) -m ruff check services clients gateway infra bench tests scripts

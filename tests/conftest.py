@@ -1,4 +1,9 @@
-"""Shared fixtures: the built model, a real embedding server on port 0, clients."""
+"""Shared fixtures: the built model, a real embedding server on port 0, clients, Redis.
+
+Helpers shared by tests (ports, Redis, processes, waiting, stand-ins) live in ``tests/support`` and
+are imported as ``support``: pytest puts this folder (the first without ``__init__.py`` above this
+conftest) on ``sys.path`` before any test module is imported.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ from prometheus_client import CollectorRegistry
 from services.embedding.config import EmbeddingSettings
 from services.embedding.modelbuild.paths import current_model_dir
 from services.embedding.server import EmbeddingService, create_embedding_service
+from support import RedisServer, free_port
+
+collect_ignore = ["support"]  # helpers, not tests
 
 KOREAN_QUERIES = [
     "비 오는 날 읽기 좋은 소설",
@@ -53,39 +61,11 @@ async def aio_channel(embedding_service: EmbeddingService):
     await channel.close()
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
-    """A real redis-server on a free port (scripts/setup.sh installs it); missing it fails, not skips."""
-    import shutil
-    import subprocess
-    import time
-
-    import redis
-
-    assert shutil.which("redis-server"), "redis-server missing: run scripts/setup.sh"
-    port = free_port()
-    folder = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--dir", str(folder)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    """A real redis-server on a free port, answering PING before the first test uses it; stopped at the end."""
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
 
 
 @pytest.fixture

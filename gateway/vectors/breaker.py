@@ -48,6 +48,10 @@ class CircuitBreaker:
         self._opened_at = None
         self._trial_in_flight = False
 
+    def inconclusive(self) -> None:
+        """A call that tells nothing about the dependency (e.g. the caller's own deadline was too short)."""
+        self._trial_in_flight = False
+
     def failure(self) -> None:
         """A call failed: count, and open (again) when due."""
         self._failures += 1

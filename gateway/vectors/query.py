@@ -62,9 +62,15 @@ class QueryVectors:
 
     async def _known_revision(self, deadline: Deadline) -> str:
         if self._info is None and self.breaker.allow():
+            budget = min(0.5, deadline.check() * self.budget_share)
             try:
-                self._info = await self.client.info(timeout_s=min(0.5, deadline.check() * self.budget_share))
+                self._info = await self.client.info(timeout_s=budget)
                 self.breaker.success()
+            except DeadlineExceeded:
+                if budget >= MIN_TELLING_BUDGET_S:
+                    self.breaker.failure()
+                else:  # the caller's short deadline says nothing about the service
+                    self.breaker.inconclusive()
             except MeshClientError:
                 self.breaker.failure()
         return self.revision
@@ -94,6 +100,8 @@ class QueryVectors:
         except DeadlineExceeded:
             if budget >= MIN_TELLING_BUDGET_S:
                 self.breaker.failure()
+            else:
+                self.breaker.inconclusive()
             return done(None, reason="deadline_exceeded")
         except MeshClientError as err:
             self.breaker.failure()

@@ -101,11 +101,14 @@ class JobContext:
         await self.checkpoint()
 
     async def checkpoint(self) -> None:
-        """Save the record; raise :class:`Cancelled` when a cancel was asked for meanwhile."""
-        current = await self.store.get(self.record.id)
-        if current.cancel_requested:
-            raise Cancelled
+        """Save the record; raise :class:`Cancelled` when a cancel was asked for meanwhile.
+
+        Saves never clear a cancel (the stores merge the flag atomically), so one that lands at any
+        moment is seen here or at the next checkpoint.
+        """
         await self.store.save(self.record)
+        if self.record.cancel_requested:
+            raise Cancelled
 
 
 Handler = Callable[[JobRecord, bytes, JobContext], Awaitable[dict[str, Any] | None]]
@@ -263,6 +266,8 @@ class MemoryJobs(Jobs):
 
     async def save(self, record: JobRecord) -> None:  # noqa: D102
         record.updated_unix_ms = _now_ms()
+        old = self._records.get(record.id)
+        record.cancel_requested = record.cancel_requested or (old is not None and JobRecord.loads(old).cancel_requested)
         self._records[record.id] = record.dumps()
 
     async def payload(self, job_id: str) -> bytes:  # noqa: D102
@@ -328,12 +333,26 @@ class RedisJobs(Jobs):
             raise JobNotFound(job_id)
         return JobRecord.loads(raw)
 
-    async def save(self, record: JobRecord) -> None:  # noqa: D102
+    async def save(self, record: JobRecord) -> None:
+        """Store a record and refresh its TTL; a cancel already stored is kept (WATCH/MULTI, retried)."""
+        from redis.exceptions import WatchError
+
         record.updated_unix_ms = _now_ms()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._key(record.id), record.dumps(), ex=self.ttl_s)
-            pipe.expire(self._key(record.id, "input"), self.ttl_s)
-            await self._redis(pipe.execute())
+        key = self._key(record.id)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    await self._redis(pipe.watch(key))
+                    old = await self._redis(pipe.get(key))
+                    record.cancel_requested = record.cancel_requested or (
+                        old is not None and JobRecord.loads(old).cancel_requested)
+                    pipe.multi()
+                    pipe.set(key, record.dumps(), ex=self.ttl_s)
+                    pipe.expire(self._key(record.id, "input"), self.ttl_s)
+                    await self._redis(pipe.execute())
+                    return
+                except WatchError:
+                    continue  # someone (a cancel) wrote in between: merge again
 
     async def payload(self, job_id: str) -> bytes:  # noqa: D102
         return await self._redis(self.redis.get(self._key(job_id, "input"))) or b""

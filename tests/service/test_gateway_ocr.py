@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import httpx
@@ -15,6 +14,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from services.ocr.config import OcrSettings
 from services.ocr.server import create_ocr_service
+from support import job_finished
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SAMPLES = {s.name: s for s in build_set(per_category=1)}
@@ -47,11 +47,7 @@ async def test_submit_then_poll_until_the_result(http):
     job = r.json()
     assert r.headers["Location"] == f"/v1/ocr/jobs/{job['id']}"
     assert job["state"] in ("queued", "running") and job["pages_total"] == 2 and job["result"] is None
-    for _ in range(300):
-        job = (await http.get(f"/v1/ocr/jobs/{job['id']}")).json()
-        if job["state"] in ("succeeded", "failed"):
-            break
-        await asyncio.sleep(0.1)
+    job = await job_finished(http, f"/v1/ocr/jobs/{job['id']}")
     assert job["state"] == "succeeded", job
     pages = job["result"]["pages"]
     assert [p["index"] for p in pages] == [0, 1] and all(p["engine"] == "tesseract" for p in pages)

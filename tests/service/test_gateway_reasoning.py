@@ -23,6 +23,7 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
+from support import job_finished
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DOCS = [
@@ -62,10 +63,7 @@ async def catalog(embedding_service, tmp_path_factory):
             assert (await http.post("/v1/collections", json={"name": "rec", "fields": {"category": "keyword"}}
                                     )).status_code == 201
             job = (await http.post("/v1/collections/rec/documents", json={"documents": DOCS})).json()
-            for _ in range(100):
-                if (await http.get(f"/v1/jobs/{job['id']}")).json()["state"] == "succeeded":
-                    break
-                await asyncio.sleep(0.1)
+            assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
     yield embedding_service.port, svc.port
     await svc.close()
 

@@ -30,7 +30,8 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
-from tests.conftest import free_port, make_settings
+from support import eventually_async, free_port
+from tests.conftest import make_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -79,18 +80,19 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
         await wait_health(channel, names.OCR_JOBS, SERVING)
         assert await healthcheck_cli(service.port, names.OCR_JOBS) == (0, "SERVING")
         job = await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
-        for _ in range(300):  # the job workers resumed by themselves (polling is the jobs API)
-            state = (await stub.GetJob(opb.GetJobRequest(job_id=job.job.job_id), timeout=5)).job
-            if state.state in (opb.JOB_STATE_SUCCEEDED, opb.JOB_STATE_FAILED):
-                break
-            await asyncio.sleep(0.1)
+
+        async def job_state():  # the job workers resumed by themselves (polling is the jobs API)
+            return (await stub.GetJob(opb.GetJobRequest(job_id=job.job.job_id), timeout=5)).job
+
+        state = await eventually_async(job_state, lambda j: j.state in (opb.JOB_STATE_SUCCEEDED, opb.JOB_STATE_FAILED),
+                                       what="the OCR job finished")
         assert state.state == opb.JOB_STATE_SUCCEEDED, state
 
         stop_process(redis, 5)
         await wait_health(channel, names.OCR_JOBS, NOT_SERVING)
         assert await status(channel, names.OCR) == SERVING
         # Ten probe rounds and worker retries with Redis down: the log must not grow with them.
-        await asyncio.sleep(PROBE_S * 10)
+        await probe_rounds(service.mesh.monitor, 10)
         downs = [r for r in caplog.records if "dependency redis is down" in r.getMessage()]
         assert len(downs) == 2, [r.getMessage() for r in downs]  # once at start, once after the kill
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "heartbeat" in r.getMessage()]
@@ -99,6 +101,26 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
             stop_process(redis, 5)
         await channel.close()
         await service.close()
+
+
+async def probe_rounds(monitor, rounds: int, timeout_s: float = 30.0) -> None:
+    """Return once ``monitor`` (the service's real DependencyMonitor) has finished ``rounds`` more probe rounds."""
+    done = 0
+    enough = asyncio.Event()
+    probe_all = monitor.probe_all
+
+    async def counted() -> None:
+        nonlocal done
+        await probe_all()
+        done += 1
+        if done >= rounds:
+            enough.set()
+
+    monitor.probe_all = counted
+    try:
+        await asyncio.wait_for(enough.wait(), timeout_s)
+    finally:
+        del monitor.probe_all
 
 
 async def healthcheck_cli(port: int, service: str) -> tuple[int, str]:

@@ -4,7 +4,6 @@ streams, schema-breaking answers). Assertions are on structure, never on wording
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
@@ -17,11 +16,13 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 from prometheus_client import CollectorRegistry
 
-from bench.standin import ChatStandIn
 from services.reasoning.backends.base import INFLIGHT
 from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.checks import check_reason
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
+from support import eventually_async
+from support.standins import ObservedChatStandIn
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = pb.Options(timeouts=pb.Timeouts(first_token_s=120, generation_s=120, total_s=240))
@@ -89,8 +90,14 @@ async def test_reasons_for_all_items_in_one_call(real):
     resp = await real.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날 읽기 좋은 책", items=ITEMS,
                                                                 options=SLOW), timeout=300)
     assert [r.item_id for r in resp.reasons] == ["b1", "b2"]
-    assert all(r.short.strip() and r.long.strip() and len(r.short) <= 80 for r in resp.reasons)
-    assert resp.usage.llm_calls == 1
+    for reason, item in zip(resp.reasons, ITEMS, strict=True):
+        if reason.short:  # shown to the user: it passed every check
+            others = [(o.title, o.description) for o in ITEMS if o.id != item.id]
+            assert check_reason(reason.short, reason.long, title=item.title, description=item.description,
+                                query="비 오는 날 읽기 좋은 책", others=others) == [], reason
+        else:  # still failing after its regeneration: no text at all, never the failing one
+            assert reason.long == ""
+    assert 1 <= resp.usage.llm_calls <= 4  # one call; a schema retry and one regeneration (and its retry)
 
 
 async def test_cancelled_caller_cancels_the_backend_request(real):
@@ -101,11 +108,11 @@ async def test_cancelled_caller_cancels_the_backend_request(real):
         break
     assert INFLIGHT.labels("local")._value.get() == 1
     call.cancel()
-    for _ in range(100):
-        if INFLIGHT.labels("local")._value.get() == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert INFLIGHT.labels("local")._value.get() == 0
+
+    async def inflight() -> float:
+        return INFLIGHT.labels("local")._value.get()
+
+    await eventually_async(inflight, lambda n: n == 0, timeout_s=10, what="the backend request released")
     # The server stopped too: a short call right after is not stuck behind ~400 tokens (~40 s here).
     start = time.monotonic()
     events = await collect(real.Generate(pb.GenerateRequest(prompt="안녕", options=pb.Options(
@@ -152,11 +159,11 @@ async def test_bad_input_is_invalid_argument_with_fields(real):
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def standins():
-    made: list[ChatStandIn] = []
+    made: list[ObservedChatStandIn] = []
     services = []
 
     async def make(*scripts: list[dict], **overrides):
-        ins = [ChatStandIn(s) for s in scripts]
+        ins = [ObservedChatStandIn(s) for s in scripts]
         made.extend(ins)
         backends = [OpenAIBackend(f"s{i}", s.url, "standin") for i, s in enumerate(ins)]
         svc, channel, stub = await start(backends, **overrides)
@@ -185,8 +192,8 @@ async def test_generation_timeout_after_the_first_token_never_looks_complete(sta
     events = await collect(stub.Generate(pb.GenerateRequest(prompt="hi", options=opts)))
     assert [e.WhichOneof("event") for e in events] == ["delta", "error"]
     assert events[1].error.kind == pb.ERROR_KIND_GENERATION_TIMEOUT and events[1].error.completion_tokens == 1
-    await asyncio.sleep(0.3)
-    assert s.closed_early == 1  # the stalled backend request was cancelled, not left open
+    assert await s.wait_cut_short()  # the stalled backend request was cancelled, not left open
+    assert s.closed_early == 1
 
 
 async def test_total_timeout(standins):
@@ -228,8 +235,13 @@ async def test_every_backend_down_is_a_typed_error(standins):
 
 
 async def test_reasons_retry_once_on_a_schema_violation_then_fail_typed(standins):
-    good = json.dumps({"reasons": [{"id": "b1", "short": "짧은 이유", "long": "긴 이유입니다. 두 문장."},
-                                   {"id": "b2", "short": "짧다", "long": "길다. 정말로."}]}, ensure_ascii=False)
+    good = json.dumps({"reasons": [  # reasons that pass the checks, so no regeneration follows
+        {"id": "b1", "short": "창밖 빗소리와 어울리는 잔잔한 소설",
+         "long": "조용히 흘러가는 성장 이야기라 비 오는 오후에 천천히 읽기 좋습니다. "
+                 "긴 장편이라 하루를 온전히 맡길 수 있습니다."},
+        {"id": "b2", "short": "비 오는 날 아이와 함께 넘겨 보는 그림책",
+         "long": "창밖 비를 보며 우산 쓴 고양이를 함께 찾아보기 좋습니다. 그림이 많아 어린 아이도 금방 빠져듭니다."}]},
+        ensure_ascii=False)
     stub, (s,) = await standins([{"chunks": ['{"reasons": [']}, {"chunks": [good[:20], good[20:]]}])
     resp = await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
     assert resp.usage.llm_calls == 2 and [r.item_id for r in resp.reasons] == ["b1", "b2"]
@@ -256,12 +268,12 @@ async def test_batch_isolates_each_query(standins):
 
 
 async def test_summary_times_out_to_an_explicit_empty_result_without_retry(standins):
-    stub, (s0, s1) = await standins([{"first_delay_s": 3, "chunks": ["늦은 요약"]}], [{"chunks": ["대체"]}],
+    # The backend stalls (for 30 s, unless its client goes away): only the summary's own timeout can end the call.
+    stub, (s0, s1) = await standins([{"stall_after": 0, "chunks": ["늦은 요약"]}], [{"chunks": ["대체"]}],
                                     summary_timeout_s=0.5)
-    start = time.monotonic()
     resp = await stub.Summarize(pb.SummarizeRequest(text="긴 글입니다. " * 20))
     assert resp.failed and resp.summary == "" and "timeout" in resp.failure_reason
-    assert time.monotonic() - start < 2.0
+    assert await s0.wait_cut_short()  # ended at the timeout: the backend request was cut, not left running
     assert len(s0.requests) == 1 and len(s1.requests) == 0  # no retry, no failover
 
 

@@ -8,10 +8,8 @@ in a test; the real LLM server is exercised in tests/service/test_reasoning.py a
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,15 +17,11 @@ import pytest
 
 from bench.standin import ChatStandIn
 from scripts.processes import start_process, stop_process
+from support import RedisServer, eventually, free_port
+from support.waiting import FINISHED
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(module: str, *args: str) -> tuple[subprocess.Popen, int]:
@@ -40,11 +34,10 @@ def stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def mesh(tmp_path):
-    redis_port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", "", "--dir", str(tmp_path)],
-                             stdout=subprocess.DEVNULL)
+    redis = RedisServer(tmp_path / "redis").start()  # answering PING before any service is pointed at it
+    redis_port = redis.port
     emb_port = free_port()
-    procs = {"redis": redis}
+    procs = {"redis": redis.proc}
     procs["embedding"], _ = start("services.embedding", "--port", str(emb_port), "--intra-op-threads", "1")
     procs["retrieval"], ret_port = start("services.retrieval", "--port", "0", "--qdrant-location",
                                          str(tmp_path / "q"), "--embedding-target", f"127.0.0.1:{emb_port}")
@@ -63,10 +56,9 @@ def mesh(tmp_path):
         docs = [{"id": "p1", "text": "제주도 올레길 여행 가이드북"}, {"id": "p2", "text": "무선 노이즈 캔슬링 이어폰"},
                 {"id": "p3", "text": "캠핑용 접이식 의자와 테이블"}]
         job = http.post("/v1/collections/shop/documents", json={"documents": docs}).json()
-        for _ in range(100):
-            if http.get(f"/v1/jobs/{job['id']}").json()["state"] == "succeeded":
-                break
-            time.sleep(0.1)
+        done = eventually(lambda: http.get(f"/v1/jobs/{job['id']}").json(), lambda j: j["state"] in FINISHED,
+                          what="the catalog ingested")
+        assert done["state"] == "succeeded", done
     yield {"base": base, "procs": procs, "emb_port": emb_port}
     for p in procs.values():
         stop(p)
@@ -87,13 +79,14 @@ def test_killing_embedding_keeps_search_answering_then_hybrid_returns(mesh):
         assert modes[:10] == ["hybrid"] * 10 and set(modes[11:]) == {"keyword"}
         mesh["procs"]["embedding"], _ = start("services.embedding", "--port", str(mesh["emb_port"]),
                                               "--intra-op-threads", "1")
-        for _ in range(40):  # the breaker closes again by itself
+        def search():
             r = http.post("/v1/search", json={"collection": "shop", "query": "이어폰 추천"})
-            assert r.status_code == 200
-            if r.json()["mode"] == "hybrid":
-                break
-            time.sleep(0.25)
-        assert r.json()["mode"] == "hybrid" and not r.json()["degraded"] and r.json()["hits"][0]["id"] == "p2"
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        out = eventually(search, lambda o: o["mode"] == "hybrid", timeout_s=10, every_s=0.25,
+                         what="the breaker closed again by itself (1 s reset)")
+        assert not out["degraded"] and out["hits"][0]["id"] == "p2"
 
 
 def test_killing_redis_keeps_search_answering(mesh):

@@ -28,7 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from bench.standin import ChatStandIn, OtlpSink
 from scripts.processes import start_process, start_redis, stop_process
-from tests.conftest import free_port
+from support import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,6 +274,10 @@ def test_dashboards_have_data_and_killing_embedding_fires_the_degraded_alert(obs
             assert body["status"] == "success", (expr, body)
             return body["data"]["result"]
 
+        def scraped_since(t0: float) -> None:
+            """Wait until Prometheus scraped every live target twice after ``t0`` (1 s interval), not a fixed pause."""
+            wait_for(lambda: query(f'min(timestamp(up == 1)) > {t0 + 1.0:.3f}'), 30, every_s=0.25)
+
         wait_for(lambda: query('count(up{job=~"gateway|embedding|retrieval|reasoning|ocr"} == 1) == 5'), 60)
         answered: set[str] = set()
         with httpx.Client(base_url=observed["base"], timeout=60) as http:
@@ -288,7 +292,7 @@ def test_dashboards_have_data_and_killing_embedding_fires_the_degraded_alert(obs
             for blank in (False, True):
                 job = http.post("/v1/ocr/jobs", json={"documents": [{"content_base64": receipt_png(blank)}]}).json()
                 wait_for(lambda job=job: http.get(f"/v1/ocr/jobs/{job['id']}").json()["state"] == "succeeded", 60)
-            time.sleep(3)  # a few scrapes, so every rate() window holds the traffic above
+            scraped_since(time.time())  # every rate() window holds the traffic above
             answered = {expr for _title, expr in dashboard_queries() if query(expr)}
             # Embedding goes away: searches degrade, the breaker opens, a collection cannot be created (503,
             # and retrieval answers UNAVAILABLE): the error and degradation panels need this phase.
@@ -301,7 +305,7 @@ def test_dashboards_have_data_and_killing_embedding_fires_the_degraded_alert(obs
         alert = wait_for(lambda: query('ALERTS{alertname="MeshSearchDegraded", alertstate=~"pending|firing"}'), 60)
         assert alert[0]["metric"]["job"] == "gateway"
         wait_for(lambda: query('ALERTS{alertname="MeshEmbeddingBreakerOpen"}'), 30)
-        time.sleep(3)
+        scraped_since(time.time())
         answered |= {expr for _title, expr in dashboard_queries() if query(expr)}
         empty = [(title, expr) for title, expr in dashboard_queries() if expr not in answered]
         assert not empty, empty

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import io
-import time
 
 import pytest
 from mesh.ocr.v1 import ocr_pb2 as pb
 
 from bench.ocr_set import build_set, cer
 from clients.ocr import AsyncOcrClient
-from scripts.processes import start_process, start_redis, stop_process
+from scripts.processes import start_process, stop_process
+from support import RedisServer, eventually_async
 
 pytestmark = pytest.mark.slow
 
 
 def test_killed_worker_loses_no_job(tmp_path):
-    redis, url = start_redis(tmp_path / "redis")
+    redis = RedisServer(tmp_path / "redis").start()
+    url = redis.url
     samples = build_set(per_category=1)
     pages = [s.image.convert("RGB") for s in samples]
     buf = io.BytesIO()
@@ -27,30 +28,27 @@ def test_killed_worker_loses_no_job(tmp_path):
         first, port = start_process("services.ocr", "--port", "0", "--redis-url", url, "--engines", "1")
         procs.append(first)
 
-        async def scenario() -> tuple[pb.Job, pb.GetJobResultResponse, float]:
+        async def scenario() -> tuple[pb.Job, pb.GetJobResultResponse]:
             client = AsyncOcrClient(f"127.0.0.1:{port}")
             job = await client.submit_job([buf.getvalue()])
             assert job.pages_total == 1 + 2 * (len(pages) - 1)
-            while (await client.get_job(job.job_id)).pages_done < 2:
-                await asyncio.sleep(0.05)
+            await eventually_async(lambda: client.get_job(job.job_id), lambda j: j.pages_done >= 2,
+                                   timeout_s=60, what="two pages read")
             first.kill()  # kill -9 mid-job: no clean shutdown, its heartbeat simply stops
             first.wait()
             await client.close()
             second, port2 = start_process("services.ocr", "--port", "0", "--redis-url", url, "--engines", "1")
             procs.append(second)
             client = AsyncOcrClient(f"127.0.0.1:{port2}")
-            start = time.monotonic()
-            while True:  # the lapsed heartbeat (15 s) lets the new instance requeue the job
-                state = await client.get_job(job.job_id)
-                if state.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED):
-                    break
-                assert time.monotonic() - start < 90, state
-                await asyncio.sleep(0.2)
+            # the lapsed heartbeat (15 s) lets the new instance requeue the job
+            state = await eventually_async(lambda: client.get_job(job.job_id),
+                                           lambda j: j.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED),
+                                           timeout_s=90, every_s=0.2, what="the job finished on the new instance")
             result = await client.get_job_result(job.job_id)
             await client.close()
-            return state, result, time.monotonic() - start
+            return state, result
 
-        state, result, took = asyncio.run(scenario())
+        state, result = asyncio.run(scenario())
         assert state.state == pb.JOB_STATE_SUCCEEDED and state.pages_done == state.pages_total
         assert [p.index for p in result.pages] == list(range(state.pages_total))
         truths = [samples[0].truth] + [s.truth for s in samples[1:]] * 2
@@ -58,5 +56,4 @@ def test_killed_worker_loses_no_job(tmp_path):
     finally:
         for p in procs:
             stop_process(p)
-        redis.terminate()
-        redis.wait()
+        redis.stop()

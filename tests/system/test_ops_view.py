@@ -25,7 +25,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import free_port
+from support import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from scripts.processes import port_holders, start_process
-from tests.conftest import free_port
+from support import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

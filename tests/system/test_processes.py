@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import subprocess
 
 import numpy as np
@@ -10,16 +9,11 @@ import pytest
 
 from clients import EmbeddingClient
 from scripts.processes import start_process
+from support import free_port
 from tests.conftest import KOREAN_QUERIES
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_service(*args: str, module: str = "services.embedding") -> tuple[subprocess.Popen, int]:

@@ -44,15 +44,13 @@ def test_sigterm_mid_stream_finishes_the_stream_then_exits(llm_server):
 def test_client_leaving_an_sse_chat_cancels_the_backend_request_through_the_mesh():
     """HTTP client -> gateway -> gRPC -> reasoning -> backend HTTP: closing the SSE stream at the
     front reaches the backend (a stand-in that would otherwise stream for 30 s sees the close)."""
-    import time
-
     import httpx
 
-    from bench.standin import ChatStandIn
     from scripts.processes import stop_process
+    from support.standins import ObservedChatStandIn
 
     # The first request is the reasoning process's warm-up; the second is the chat that stalls.
-    standin = ChatStandIn([{"chunks": ["준비"]}, {"chunks": ["첫", "둘"], "stall_after": 1}])
+    standin = ObservedChatStandIn([{"chunks": ["준비"]}, {"chunks": ["첫", "둘"], "stall_after": 1}])
     procs = []
     try:
         rs, rs_port = start_process("services.reasoning", "--port", "0", "--backend-url", standin.url)
@@ -64,9 +62,7 @@ def test_client_leaving_an_sse_chat_cancels_the_backend_request_through_the_mesh
                           json={"session_id": "leave", "message": "길게 말해 주세요"}) as resp:
             lines = resp.iter_lines()
             assert next(lines) == "event: delta"
-        deadline = time.monotonic() + 10
-        while standin.closed_early == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert standin.cut_short.wait(10), "the backend never saw the client leave"
         assert standin.closed_early == 1
     finally:
         for p in procs:

@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
-from tests.conftest import free_port
+from support import free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -1,0 +1,13 @@
+"""What tests share: free ports, a real Redis, service processes, waiting without sleeps, stand-ins.
+
+Importable from every test layer as ``support`` (pytest puts ``tests/``, the folder of the root
+conftest, on ``sys.path``) and never collected (tests/conftest.py ignores the folder; no ``test_*`` here).
+"""
+
+from support.ports import free_port
+from support.processes import ServiceProcess, start_module
+from support.redis_server import RedisServer
+from support.waiting import eventually, eventually_async, job_finished
+
+__all__ = ["RedisServer", "ServiceProcess", "eventually", "eventually_async", "free_port", "job_finished",
+           "start_module"]

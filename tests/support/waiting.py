@@ -1,0 +1,53 @@
+"""Waiting for a condition another process brings about, bounded, failing with what was last seen.
+
+In-process tests wait on events (asyncio.Event, threading.Event); these are for what only shows
+from outside (a job's state over REST, a metric another process exports). The bound is a failure
+limit, never the assertion: nothing here asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+FINISHED = ("succeeded", "failed")
+
+
+def eventually(probe: Callable[[], T], until: Callable[[T], bool], *, timeout_s: float = 30.0,
+               every_s: float = 0.05, what: str = "condition") -> T:
+    """Call ``probe`` until ``until(value)`` holds and return that value; AssertionError with the last value."""
+    give_up = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if until(value):
+            return value
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{what} not met within {timeout_s} s; last seen: {value!r}"[:2000])
+        time.sleep(every_s)
+
+
+async def eventually_async(probe: Callable[[], Awaitable[T]], until: Callable[[T], bool], *,
+                           timeout_s: float = 30.0, every_s: float = 0.05, what: str = "condition") -> T:
+    """The async twin of :func:`eventually`."""
+    give_up = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if until(value):
+            return value
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{what} not met within {timeout_s} s; last seen: {value!r}"[:2000])
+        await asyncio.sleep(every_s)
+
+
+async def job_finished(http: Any, path: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+    """GET ``path`` (a job resource, on an httpx.AsyncClient) until its state is final; the last body."""
+    async def probe() -> dict[str, Any]:
+        r = await http.get(path)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    return await eventually_async(probe, lambda job: job["state"] in FINISHED, timeout_s=timeout_s,
+                                  what=f"{path} finished")
