@@ -5,8 +5,8 @@ import ssl
 import time
 
 import httpx
-from pki_support import write_pki
 
+from pki_support import write_pki
 from scripts.processes import start_process, stop_process
 
 

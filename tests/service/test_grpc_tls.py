@@ -1,11 +1,11 @@
 """gRPC hops over TLS and mutual TLS: a real server with certificates, clients configured from the environment."""
 
 import pytest
-from pki_support import write_pki
 from prometheus_client import CollectorRegistry
 
 from clients.channels import aio_channel
 from clients.health import check_health
+from pki_support import write_pki
 from services.bootstrap.errors import StartupError
 from services.bootstrap.server import create_server
 from services.bootstrap.settings import ServiceSettings

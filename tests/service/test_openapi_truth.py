@@ -25,12 +25,12 @@ import uvicorn
 from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase, given
 from prometheus_client import CollectorRegistry
-from support import free_port, job_finished
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
+from support import free_port, job_finished
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SEED = 20240607

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageStat
+
 from support import ServiceProcess, free_port, start_module
 
 CHROMIUM = shutil.which("chromium")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.http.auth import ApiKeys
 from gateway.config import GatewaySettings
+from gateway.http.auth import ApiKeys
 from services.bootstrap.settings import settings_from_cli
 
 
