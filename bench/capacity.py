@@ -250,8 +250,8 @@ def redis_figures(n: int) -> dict[str, Any]:
     """``used_memory`` growth of a redis-server holding ``n`` query vectors stored as the gateway stores them."""
     import redis
 
-    from gateway.vectors.cache import cache_key
     from gateway.config import GatewaySettings
+    from gateway.vectors.cache import cache_key
     from scripts.processes import start_redis, stop_process
 
     ttl_s = int(GatewaySettings.model_fields["cache_ttl_s"].default)
