@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run ops test test-unit check lint protos openapi model bench
+.PHONY: setup run ops test test-unit check lint protos openapi model bench faults
 PY := .venv/bin/python
 
 setup:
@@ -37,3 +37,8 @@ model:
 
 bench: setup
 	@$(PY) -m bench.embedding --data ../shared/data
+
+# The fault suite (issue 17): kill/stop each process under load, bad-input corpus, overload, RSS; writes
+# bench/results/faults.{md,json}. `--quick` is the tier tests/system/test_fault_suite.py runs.
+faults: setup
+	@$(PY) -m bench.faults

@@ -1,6 +1,12 @@
-"""Async client of mesh.ocr.v1.OcrService; every call carries a deadline."""
+"""Async client of mesh.ocr.v1.OcrService: domain types out, every call with a deadline.
+
+The enum maps between the contract's names (``queued``, ``tesseract`` …) and the proto live here.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 import grpc
 from mesh.ocr.v1 import ocr_pb2 as pb
@@ -16,6 +22,65 @@ _RETRY = retry_options("mesh.ocr.v1.OcrService", ["Extract", "GetJob", "GetJobRe
 _MAX_MESSAGE = 128 * 1024 * 1024
 
 DEFAULT_TIMEOUT_S = 30.0
+JobState = Literal["queued", "running", "succeeded", "failed"]
+EngineName = Literal["tesseract", "vlm"]
+STATES: dict[int, JobState] = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running",
+                               pb.JOB_STATE_SUCCEEDED: "succeeded", pb.JOB_STATE_FAILED: "failed"}
+ENGINES: dict[int, EngineName] = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VLM: "vlm"}
+
+
+@dataclass(frozen=True)
+class Line:
+    """A recognised line; ``box`` is (left, top, width, height) in the page's OCR pixel space."""
+
+    text: str
+    confidence: float
+    box: tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Page:
+    """What was read from one page."""
+
+    index: int
+    text: str
+    engine: EngineName
+    mean_confidence: float
+    fallback_reason: str
+    fallback_error: str
+    skew_degrees: float
+    lines: list[Line]
+    ms: float
+
+
+@dataclass(frozen=True)
+class Job:
+    """A multi-page job's state."""
+
+    id: str
+    state: JobState
+    pages_total: int
+    pages_done: int
+    error: str
+    created_unix_ms: int
+    updated_unix_ms: int
+    expires_unix_ms: int
+
+
+def job_from_proto(j: pb.Job) -> Job:
+    """A proto job as the domain type."""
+    return Job(id=j.job_id, state=STATES.get(j.state, "queued"), pages_total=j.pages_total, pages_done=j.pages_done,
+               error=j.error, created_unix_ms=j.created_unix_ms, updated_unix_ms=j.updated_unix_ms,
+               expires_unix_ms=j.expires_unix_ms)
+
+
+def page_from_proto(p: pb.Page) -> Page:
+    """A proto page as the domain type."""
+    return Page(index=p.index, text=p.text, engine=ENGINES.get(p.engine, "tesseract"),
+                mean_confidence=p.mean_confidence, fallback_reason=p.fallback_reason,
+                fallback_error=p.fallback_error, skew_degrees=p.skew_degrees, ms=p.timings.total_ns / 1e6,
+                lines=[Line(ln.text, ln.confidence, (ln.box.left, ln.box.top, ln.box.width, ln.box.height))
+                       for ln in p.lines])
 
 
 class AsyncOcrClient(HealthCheck):
@@ -36,24 +101,26 @@ class AsyncOcrClient(HealthCheck):
             raise from_rpc_error(err) from None
 
     async def extract(self, content: bytes, options: pb.Options | None = None,
-                      timeout_s: float | None = None) -> pb.ExtractResponse:
-        """Read one image or a short PDF."""
-        return await self._call(self._stub.Extract, pb.ExtractRequest(content=content, options=options), timeout_s)
+                      timeout_s: float | None = None) -> tuple[str, list[Page]]:
+        """Read one image or a short PDF: (the text, its pages)."""
+        resp = await self._call(self._stub.Extract, pb.ExtractRequest(content=content, options=options), timeout_s)
+        return resp.text, [page_from_proto(p) for p in resp.pages]
 
     async def submit_job(self, contents: list[bytes], options: pb.Options | None = None,
-                         timeout_s: float | None = None) -> pb.Job:
+                         timeout_s: float | None = None) -> Job:
         """Queue a multi-page job."""
         resp = await self._call(self._stub.SubmitJob, pb.SubmitJobRequest(contents=contents, options=options),
                                 timeout_s)
-        return resp.job
+        return job_from_proto(resp.job)
 
-    async def get_job(self, job_id: str, timeout_s: float | None = None) -> pb.Job:
+    async def get_job(self, job_id: str, timeout_s: float | None = None) -> Job:
         """A job's state."""
-        return (await self._call(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), timeout_s)).job
+        return job_from_proto((await self._call(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), timeout_s)).job)
 
-    async def get_job_result(self, job_id: str, timeout_s: float | None = None) -> pb.GetJobResultResponse:
-        """A finished job's pages."""
-        return await self._call(self._stub.GetJobResult, pb.GetJobResultRequest(job_id=job_id), timeout_s)
+    async def get_job_result(self, job_id: str, timeout_s: float | None = None) -> tuple[str, list[Page]]:
+        """A finished job's (text, pages in order)."""
+        resp = await self._call(self._stub.GetJobResult, pb.GetJobResultRequest(job_id=job_id), timeout_s)
+        return resp.text, [page_from_proto(p) for p in resp.pages]
 
     async def close(self) -> None:
         """Close the channel."""

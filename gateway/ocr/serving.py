@@ -9,31 +9,26 @@ import re
 from mesh.ocr.v1 import ocr_pb2 as pb
 
 from clients.errors import MeshClientError
-from clients.ocr import AsyncOcrClient
+from clients.ocr import AsyncOcrClient, Job, Page
 from gateway.http.errors import ApiError, FieldError, from_client_error
 from gateway.ocr import protocol as api
 
-STATES = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running", pb.JOB_STATE_SUCCEEDED: "succeeded",
-          pb.JOB_STATE_FAILED: "failed"}
-ENGINES = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VLM: "vlm"}
 JOB_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def job_view(job: pb.Job, result: pb.GetJobResultResponse | None = None) -> api.OcrJob:
+def job_view(job: Job, result: tuple[str, list[Page]] | None = None) -> api.OcrJob:
     """The REST view of a job (and its result once it succeeded)."""
-    out = api.OcrJob(id=job.job_id, state=STATES.get(job.state, "queued"),  # type: ignore[arg-type]
-                     pages_total=job.pages_total, pages_done=job.pages_done, error=job.error,
-                     created_unix_ms=job.created_unix_ms, updated_unix_ms=job.updated_unix_ms,
+    out = api.OcrJob(id=job.id, state=job.state, pages_total=job.pages_total, pages_done=job.pages_done,
+                     error=job.error, created_unix_ms=job.created_unix_ms, updated_unix_ms=job.updated_unix_ms,
                      expires_unix_ms=job.expires_unix_ms)
     if result is not None:
-        out.result = api.OcrResult(text=result.text, pages=[api.OcrPage(
-            index=p.index, text=p.text, engine=ENGINES.get(p.engine, "tesseract"),  # type: ignore[arg-type]
-            mean_confidence=round(p.mean_confidence, 2), fallback_reason=p.fallback_reason,
-            fallback_error=p.fallback_error, skew_degrees=round(p.skew_degrees, 2),
-            ms=round(p.timings.total_ns / 1e6, 2),
-            lines=[api.OcrLine(text=ln.text, confidence=round(ln.confidence, 2),
-                               box=[ln.box.left, ln.box.top, ln.box.width, ln.box.height]) for ln in p.lines])
-            for p in result.pages])
+        text, pages = result
+        out.result = api.OcrResult(text=text, pages=[api.OcrPage(
+            index=p.index, text=p.text, engine=p.engine, mean_confidence=round(p.mean_confidence, 2),
+            fallback_reason=p.fallback_reason, fallback_error=p.fallback_error,
+            skew_degrees=round(p.skew_degrees, 2), ms=round(p.ms, 2),
+            lines=[api.OcrLine(text=ln.text, confidence=round(ln.confidence, 2), box=list(ln.box)) for ln in p.lines])
+            for p in pages])
     return out
 
 
@@ -67,5 +62,5 @@ class Ocr:
         if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
             raise ApiError(404, "not_found", "no such OCR job (job ids are 32 hexadecimal characters)")
         job = await self.client.get_job(job_id, timeout_s=10)
-        done = job.state == pb.JOB_STATE_SUCCEEDED
+        done = job.state == "succeeded"
         return job_view(job, await self.client.get_job_result(job_id, timeout_s=30) if done else None)

@@ -86,7 +86,7 @@ class ReasoningServicer:
                     if schema is not None:
                         try:
                             jsonschema.validate(json.loads(event.text), schema)
-                        except (ValueError, jsonschema.ValidationError) as err:
+                        except (ValueError, RecursionError, jsonschema.ValidationError) as err:
                             yield response_cls(error=pb.StreamError(
                                 kind=pb.ERROR_KIND_SCHEMA_VIOLATION, message=str(err).splitlines()[0][:300],
                                 completion_tokens=event.usage.completion_tokens))
@@ -114,7 +114,7 @@ class ReasoningServicer:
                 jsonschema.Draft202012Validator.check_schema(schema)
                 if not isinstance(schema, dict):
                     raise ValueError("a schema must be a JSON object")
-            except (ValueError, jsonschema.SchemaError) as err:
+            except (ValueError, RecursionError, jsonschema.SchemaError) as err:  # RecursionError: nested too deep
                 violations.append(Violation("options.json_schema", f"not a valid JSON schema: "
                                                                    f"{str(err).splitlines()[0][:200]}"))
         params = self._params(request.options, violations, schema)

@@ -6,7 +6,6 @@ import asyncio
 import io
 
 import pytest
-from mesh.ocr.v1 import ocr_pb2 as pb
 
 from bench.ocr_set import build_set, cer
 from clients.ocr import AsyncOcrClient
@@ -28,11 +27,11 @@ def test_killed_worker_loses_no_job(tmp_path):
         first, port = start_process("services.ocr", "--port", "0", "--redis-url", url, "--engines", "1")
         procs.append(first)
 
-        async def scenario() -> tuple[pb.Job, pb.GetJobResultResponse]:
+        async def scenario():
             client = AsyncOcrClient(f"127.0.0.1:{port}")
             job = await client.submit_job([buf.getvalue()])
             assert job.pages_total == 1 + 2 * (len(pages) - 1)
-            await eventually_async(lambda: client.get_job(job.job_id), lambda j: j.pages_done >= 2,
+            await eventually_async(lambda: client.get_job(job.id), lambda j: j.pages_done >= 2,
                                    timeout_s=60, what="two pages read")
             first.kill()  # kill -9 mid-job: no clean shutdown, its heartbeat simply stops
             first.wait()
@@ -41,18 +40,18 @@ def test_killed_worker_loses_no_job(tmp_path):
             procs.append(second)
             client = AsyncOcrClient(f"127.0.0.1:{port2}")
             # the lapsed heartbeat (15 s) lets the new instance requeue the job
-            state = await eventually_async(lambda: client.get_job(job.job_id),
-                                           lambda j: j.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED),
+            state = await eventually_async(lambda: client.get_job(job.id),
+                                           lambda j: j.state in ("succeeded", "failed"),
                                            timeout_s=90, every_s=0.2, what="the job finished on the new instance")
-            result = await client.get_job_result(job.job_id)
+            result = await client.get_job_result(job.id)
             await client.close()
             return state, result
 
-        state, result = asyncio.run(scenario())
-        assert state.state == pb.JOB_STATE_SUCCEEDED and state.pages_done == state.pages_total
-        assert [p.index for p in result.pages] == list(range(state.pages_total))
+        state, (_, pages_read) = asyncio.run(scenario())
+        assert state.state == "succeeded" and state.pages_done == state.pages_total
+        assert [p.index for p in pages_read] == list(range(state.pages_total))
         truths = [samples[0].truth] + [s.truth for s in samples[1:]] * 2
-        assert sum(cer(t, p.text) for t, p in zip(truths, result.pages, strict=True)) / len(truths) < 0.2
+        assert sum(cer(t, p.text) for t, p in zip(truths, pages_read, strict=True)) / len(truths) < 0.2
     finally:
         for p in procs:
             stop_process(p)
