@@ -1,11 +1,15 @@
 """Gateway bench: ``/v1/search`` end to end (REST -> embedding -> retrieval) under concurrency.
 
-    python -m bench.gateway [--docs 10000] [--concurrency 1 4 8 16] [--requests 200]
+    python -m bench.gateway [--docs 10000] [--concurrency 1 4 8 16] [--requests 200] [--skip-shared-redis]
+                            [--skip-degraded]
 
 The whole mesh runs as processes (embedding int8, retrieval on embedded Qdrant Edge with 10k
 synthetic Korean documents, the gateway with its in-process LRU cache). Cold: every query text is
 new (the query is embedded). Warm: the same texts again (the embedding comes from the cache).
-Degraded: the embedding service is stopped, so searches run keyword-only.
+Degraded: the embedding service is stopped, so searches run keyword-only. In the same run, the
+bench process embeds the same kind of queries in process (ORT int8, the service's graph) and through
+the embedding service directly (gRPC), so the search targets and the gateway's embedding stage
+(``embed_ms``: REST to embedding reply, cache lookup and client included) read against them.
 """
 
 from __future__ import annotations
@@ -80,6 +84,44 @@ async def load(base: str | list[str], texts: list[str], concurrency: int) -> tup
     return LatencyStats.of(lat), len(texts) / wall, errors, modes
 
 
+def embed_floor(model_dir: Path, emb_port: int, texts: list[str]) -> dict[str, LatencyStats]:
+    """Single-query latency in process (ORT int8) and through the service with each client, query by query."""
+    from clients import AsyncEmbeddingClient, EmbeddingClient
+    from services.embedding.engine.onnx import OnnxRuntimeEngine
+    from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
+
+    tok = E5Tokenizer(model_dir / "tokenizer.json", 512)
+    engine = OnnxRuntimeEngine(model_dir, "int8")
+    engine.warm_up()
+    samples: dict[str, list[float]] = {FLOOR_PATHS[0]: [], FLOOR_PATHS[1]: [], FLOOR_PATHS[2]: []}
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # grpc.aio binds its channel to the current loop
+    aclient = AsyncEmbeddingClient(f"127.0.0.1:{emb_port}", timeout_s=10)
+    try:
+        with EmbeddingClient(f"127.0.0.1:{emb_port}", timeout_s=10) as client:
+            for i, text in enumerate(texts):
+                t0 = time.perf_counter()
+                engine.encode_core(TokenBatch.pad(tok.encode([text + " 로컬"], True)))
+                t1 = time.perf_counter()
+                client.embed([text + " 직접"], "query")
+                t2 = time.perf_counter()
+                loop.run_until_complete(aclient.embed([text + " 비동기"], "query"))
+                t3 = time.perf_counter()
+                if i >= 20:  # warm-up excluded
+                    for name, dt_s in zip(FLOOR_PATHS, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                        samples[name].append(dt_s)
+    finally:
+        loop.run_until_complete(aclient.close())
+        asyncio.set_event_loop(None)
+        loop.close()
+        engine.close()
+    return {name: LatencyStats.of(v) for name, v in samples.items()}
+
+
+FLOOR_PATHS = ("in process (ORT int8)", "embedding service, direct gRPC (sync client)",
+               "embedding service, direct gRPC (asyncio client, as the gateway calls it)")
+
+
 def main() -> None:
     """Run the mesh, measure, write bench/results/gateway.md."""
     parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__,
@@ -87,13 +129,18 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=10000)
     parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 4, 8, 16])
     parser.add_argument("--requests", type=int, default=200, help="requests per row")
+    parser.add_argument("--model-dir", type=Path, default=None, help="built model folder (default: the current one)")
+    parser.add_argument("--skip-shared-redis", action="store_true", help="leave out the two-gateway rows")
+    parser.add_argument("--skip-degraded", action="store_true", help="leave out the embedding-down rows")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
-    model_dir = current_model_dir().resolve()
+    model_dir = (args.model_dir or current_model_dir()).resolve()
     revision = json.loads((model_dir / "manifest.json").read_text())["revision"]
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-gw-"))
     procs = []
     rows = []
+    measured: dict[tuple[int, str], tuple[LatencyStats, float, float]] = {}
+    floor: dict[str, LatencyStats] | None = None
     try:
         synthetic_catalog(folder, args.docs, revision, KoreanAnalyzer(), "edge")
         emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
@@ -106,61 +153,118 @@ def main() -> None:
         procs.append(gw)
         base = f"http://127.0.0.1:{gw_port}"
         asyncio.run(load(base, queries(30, 99), 2))  # warm-up, excluded
+        floor = embed_floor(model_dir, emb_port, queries(args.requests + 20, seed=500))
         for i, c in enumerate(args.concurrency):
             texts = queries(args.requests, seed=i)
             for label in ("cold", "warm"):
                 stats, rps, errors, modes = asyncio.run(load(base, texts, c))
+                measured[(c, label)] = (stats, rps, float(modes["embed stage p50 ms"]))
                 rows.append([str(c), label, f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}", str(errors),
                              ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
                 print(f"[bench] c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
                       flush=True)
-        # Two gateway processes sharing a Redis cache: does a second worker help on two cores?
-        redis_port = free_port()
-        redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", ""],
-                                 stdout=subprocess.DEVNULL, text=True)
-        procs.append(redis)
-        both = []
-        for _ in range(2):
-            gwn, gwn_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}",
-                                          "--retrieval-target", f"127.0.0.1:{ret_port}", "--default-timeout-ms",
-                                          "10000", "--redis-url", f"redis://127.0.0.1:{redis_port}/0")
-            procs.append(gwn)
-            both.append(f"http://127.0.0.1:{gwn_port}")
-        asyncio.run(load(both, queries(30, 98), 2))
-        for c in (8, 16):
-            texts = queries(args.requests, seed=200 + c)
-            for label in ("cold", "warm"):
-                stats, rps, errors, modes = asyncio.run(load(both, texts, c))
-                rows.append([f"{c} (2 gateways, shared Redis)", label, f"{stats.p50:.1f}", f"{stats.p95:.1f}",
-                             f"{rps:.1f}", str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
-                print(f"[bench] 2 gateways c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, "
-                      f"{rps:.1f} req/s", flush=True)
-        stop_service(emb)
-        procs.remove(emb)
-        for c in (1, 8):
-            stats, rps, errors, modes = asyncio.run(load(base, queries(args.requests, seed=100 + c), c))
-            rows.append([str(c), "embedding down", f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}",
-                         str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
-            print(f"[bench] c={c} degraded: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s", flush=True)
+        if not args.skip_shared_redis:
+            rows += shared_redis_rows(emb_port, ret_port, procs, args.requests)
+        if not args.skip_degraded:
+            stop_service(emb)
+            procs.remove(emb)
+            for c in (1, 8):
+                stats, rps, errors, modes = asyncio.run(load(base, queries(args.requests, seed=100 + c), c))
+                rows.append([str(c), "embedding down", f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}",
+                             str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
+                print(f"[bench] c={c} degraded: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
+                      flush=True)
     finally:
         for p in procs:
             stop_service(p)
         shutil.rmtree(folder, ignore_errors=True)
+    write_report(args, revision, rows, measured, floor)
+
+
+def shared_redis_rows(emb_port: int, ret_port: int, procs: list, requests: int) -> list[list[str]]:
+    """Rows for two gateway processes sharing a Redis cache (does a second worker help on two cores)."""
+    rows = []
+    redis_port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--save", ""],
+                             stdout=subprocess.DEVNULL, text=True)
+    procs.append(redis)
+    both = []
+    for _ in range(2):
+        gwn, gwn_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}",
+                                      "--retrieval-target", f"127.0.0.1:{ret_port}", "--default-timeout-ms",
+                                      "10000", "--redis-url", f"redis://127.0.0.1:{redis_port}/0")
+        procs.append(gwn)
+        both.append(f"http://127.0.0.1:{gwn_port}")
+    asyncio.run(load(both, queries(30, 98), 2))
+    for c in (8, 16):
+        texts = queries(requests, seed=200 + c)
+        for label in ("cold", "warm"):
+            stats, rps, errors, modes = asyncio.run(load(both, texts, c))
+            rows.append([f"{c} (2 gateways, shared Redis)", label, f"{stats.p50:.1f}", f"{stats.p95:.1f}",
+                         f"{rps:.1f}", str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
+            print(f"[bench] 2 gateways c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, "
+                  f"{rps:.1f} req/s", flush=True)
+    return rows
+
+
+def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
+                 measured: dict[tuple[int, str], tuple[LatencyStats, float, float]],
+                 floor: dict[str, LatencyStats] | None) -> None:
+    """bench/results/gateway.md (+ .json): the table, the embedding floor and the issue-16 targets."""
     info = machine_info()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = "\n".join([
+    command = (f"python -m bench.gateway --docs {args.docs} --requests {args.requests} --concurrency "
+               + " ".join(map(str, args.concurrency)) + (" --skip-shared-redis" if args.skip_shared_redis else "")
+               + (" --skip-degraded" if args.skip_degraded else ""))
+    lines = [
         "# Gateway bench", "",
-        f"Run {now} with `python -m bench.gateway --docs {args.docs} --requests {args.requests}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
+        f"Run {now} with `{command}`.", "",
+        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}."
+        " Shared with other work while it ran: read the ratios, not the absolute values.",
         f"- Mesh as processes: embedding (ORT int8, revision `{revision}`), retrieval (Qdrant Edge, {args.docs:,} "
         "synthetic Korean documents), gateway (one uvicorn worker, in-process LRU cache). The load generator "
         "(httpx, asyncio) runs on the same two cores.",
         "- cold: every query text new (embedded); warm: the same texts again (embedding from the cache); "
         "embedding down: the embedding process stopped, searches run keyword-only.", "",
         md_table(["concurrency", "cache", "p50 ms", "p95 ms", "req/s", "non-200",
-                  "modes; median embedding stage inside the gateway"], rows), ""])
+                  "modes; median embedding stage inside the gateway"], rows), ""]
+    targets = []
+    if floor is not None:
+        local, remote, aio = (floor[name] for name in FLOOR_PATHS)
+        lines += ["## The embedding stage", "",
+                  f"Same run, mesh idle, {local.n} new queries, each embedded in the bench process (ORT int8), then "
+                  "through the embedding service directly with each client:", "",
+                  md_table(["path", "p50 ms", "p95 ms"],
+                           [[name, f"{st.p50:.2f}", f"{st.p95:.2f}"] for name, st in floor.items()]), ""]
+        if (1, "cold") in measured:
+            stage = measured[(1, "cold")][2]
+            lines += [f"Inside the gateway at c=1 cold the embedding stage (`embed_ms`) has p50 {stage:.2f} ms: "
+                      f"{stage - aio.p50:+.2f} ms over the same asyncio client called directly, "
+                      f"{stage - remote.p50:+.2f} ms over the sync client and {stage - local.p50:+.2f} ms over "
+                      "the forward pass in process.", ""]
+        if (1, "cold") in measured and (1, "warm") in measured:
+            cold, warm = measured[(1, "cold")][0], measured[(1, "warm")][0]
+            bound = local.p50 + warm.p50 + 1.5
+            targets.append(["/search c=1 cold p50 ≤ in-process embedding p50 + warm /search p50 + 1.5 ms",
+                            f"{cold.p50:.2f} vs {local.p50:.2f} + {warm.p50:.2f} + 1.5 = {bound:.2f} ms",
+                            "yes" if cold.p50 <= bound else "**no**"])
+    if (8, "cold") in measured and (8, "warm") in measured:
+        ratio = measured[(8, "cold")][1] / measured[(8, "warm")][1]
+        targets.append(["/search c=8 cold throughput ≥ 70 % of warm",
+                        f"{ratio * 100:.1f} % ({measured[(8, 'cold')][1]:.1f} vs {measured[(8, 'warm')][1]:.1f} req/s)",
+                        "yes" if ratio >= 0.7 else "**no**"])
+    if targets:
+        lines += ["## Targets (issue 16)", "", md_table(["target", "measured", "met"], targets), ""]
+    text = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gateway.md").write_text(text)
+    (args.out / "gateway.json").write_text(json.dumps({
+        "when": now, "machine": info, "revision": revision, "command": command,
+        "rows": [{"concurrency": r[0], "cache": r[1], "p50_ms": float(r[2]), "p95_ms": float(r[3]),
+                  "req_s": float(r[4]), "non_200": int(r[5]), "notes": r[6]} for r in rows],
+        "embedding_floor": floor and {k: {"p50_ms": v.p50, "p95_ms": v.p95, "n": v.n} for k, v in floor.items()},
+        "targets": targets,
+    }, indent=2, ensure_ascii=False))
     print(text)
 
 

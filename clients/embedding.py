@@ -11,6 +11,7 @@ import numpy as np
 from mesh.embedding.v1 import embedding_pb2 as pb
 from mesh.embedding.v1 import embedding_pb2_grpc as pb_grpc
 
+from clients.channels import aio_channel, sync_channel
 from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 from clients.retry import retry_options
@@ -66,7 +67,7 @@ class EmbeddingClient:
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.insecure_channel(target, options=_RETRY)
+        self._channel = channel or sync_channel(target, options=_RETRY)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
 
     def embed(self, texts: list[str], kind: Kind = "query", *, strict: bool = False,
@@ -110,7 +111,7 @@ class AsyncEmbeddingClient(HealthCheck):
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.aio.insecure_channel(target, options=_RETRY)
+        self._channel = channel or aio_channel(target, options=_RETRY)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
 
     async def embed(self, texts: list[str], kind: Kind = "query", *, strict: bool = False,

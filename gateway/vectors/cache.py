@@ -33,6 +33,8 @@ def cache_key(revision: str, kind: str, text: str) -> str:
 class EmbeddingCache(ABC):
     """get/set of float32 vectors; the backend is Redis or an LRU."""
 
+    remote = False  # whether a set costs a network round trip (then callers need not wait for it)
+
     @abstractmethod
     async def get(self, key: str) -> np.ndarray | None:
         """The cached vector or None."""
@@ -74,6 +76,8 @@ class LocalLruCache(EmbeddingCache):
 
 class RedisCache(EmbeddingCache):
     """Redis with a TTL per entry; the LRU cap is Redis' own (``maxmemory-policy allkeys-lru``)."""
+
+    remote = True
 
     def __init__(self, url: str, ttl_s: int, timeout_s: float = 0.05) -> None:
         import redis.asyncio as redis

@@ -8,6 +8,7 @@ the vector cannot be had in time the caller gets a reason instead (``breaker_ope
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class QueryVectors:
         self.breaker = breaker
         self.budget_share = budget_share
         self._info: epb.InfoResponse | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def info(self, deadline: Deadline) -> epb.InfoResponse:
         """The served model (asked once, then kept until a reply names another revision)."""
@@ -108,12 +110,19 @@ class QueryVectors:
             return done(None, reason=err.code.name.lower())
         self.breaker.success()
         vector = result.vectors[0]
-        await self.cache.set(cache_key(result.model_revision, "query", text), vector)
+        stored = self.cache.set(cache_key(result.model_revision, "query", text), vector)
+        if self.cache.remote:  # a Redis round trip: written after the answer, off the cold path
+            write = asyncio.ensure_future(stored)
+            self._writes.add(write)
+            write.add_done_callback(self._writes.discard)
+        else:
+            await stored
         if result.model_revision != revision:
             self._info = None  # the model changed under us: asked again on the next call
         return done(QueryVector(vector.tolist(), result.model_revision))
 
     async def close(self) -> None:
-        """Close the client and the cache."""
+        """Finish pending cache writes, then close the client and the cache."""
+        await asyncio.gather(*self._writes, return_exceptions=True)
         await self.client.close()
         await self.cache.close()

@@ -10,6 +10,7 @@ from mesh.embedding.v1 import embedding_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
 from services.embedding.batcher import BatcherMetrics, MicroBatcher
 from services.embedding.config import EmbeddingSettings
@@ -33,7 +34,8 @@ def make_engine(settings: EmbeddingSettings) -> EmbeddingEngine:
                             settings.triton_timeout_s)
     from services.embedding.engine.onnx import OnnxRuntimeEngine
 
-    return OnnxRuntimeEngine(settings.model_dir, settings.precision, settings.intra_op_threads)
+    return OnnxRuntimeEngine(settings.model_dir, settings.precision, settings.intra_op_threads,
+                            settings.single_thread_max_tokens)
 
 
 @dataclass
@@ -56,11 +58,14 @@ class EmbeddingService:
         await self.embedder.batcher.run_blocking(self.engine.warm_up)
         await self.mesh.set_serving(True)
 
-    async def close(self, grace: float = 1.0) -> None:
-        """Stop serving and release the engine."""
-        await self.mesh.stop(grace)
+    async def release(self) -> None:
+        """Release the batcher and the engine (after the server stopped)."""
         await self.embedder.close()
         self.engine.close()
+
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop serving, then release (services/bootstrap/lifecycle.py)."""
+        await stop(self, grace)
 
 
 def read_manifest(settings: EmbeddingSettings) -> dict:

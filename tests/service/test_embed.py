@@ -1,6 +1,7 @@
 """The real embedding server (int8 model) on port 0, driven through the project's clients."""
 
 import asyncio
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -11,6 +12,7 @@ from mesh.embedding.v1 import embedding_pb2_grpc as pb_grpc
 from clients import AsyncEmbeddingClient, EmbeddingClient, InvalidArgument
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
+from support import start_module
 from tests.conftest import KOREAN_QUERIES
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -117,3 +119,29 @@ async def test_info_describes_the_model(embedding_service):
     assert (info.model_id, info.dim, info.max_tokens) == ("intfloat/multilingual-e5-small", 384, 512)
     assert info.engine == "onnxruntime" and info.precision == "int8"
     assert info.revision.startswith("me5s-")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_memory_returns_near_the_warm_baseline_after_a_max_size_request(model_dir):
+    # Issue 17, defect 7: 64 texts of ~2,400 characters (512 tokens each) took the process from
+    # ~0.55 to ~3.4 GB RSS, never released. A real server process, so RSS is the service's alone.
+    with start_module("services.embedding", "--port", "0", "--log-level", "WARNING",
+                      "--model-dir", str(model_dir)) as server:
+        async with AsyncEmbeddingClient(server.target, timeout_s=120) as client:
+            for query in KOREAN_QUERIES * 5:
+                await client.embed([query], "query")
+            await client.embed(["한국어 상품 설명 문장입니다. " * 8] * 32, "passage")  # a usual ingest batch
+            baseline = _rss_mib(server.proc.pid)
+            sentence = "검색 품질을 높이기 위한 긴 문서입니다. 한국어 문장을 이어 붙인 본문이라 토큰이 많습니다. "
+            texts = [f"{i}번 " + (sentence * 60)[:2400] for i in range(64)]
+            result = await client.embed(texts, "passage")
+            assert min(result.token_counts) == 512
+            after = _rss_mib(server.proc.pid)
+            assert (await client.embed(["그래도 잘 동작한다"])).vectors.shape == (1, 384)
+    assert after <= 1.5 * baseline, f"RSS {baseline:.0f} MiB warm, {after:.0f} MiB after the request"

@@ -25,5 +25,8 @@ class EmbeddingEngine(ABC):
         ids = np.array([[0, 6, 2]], dtype=np.int64)
         self.encode_core(TokenBatch(ids, np.ones_like(ids)))
 
+    def release_memory(self) -> None:  # noqa: B027 - optional hook
+        """Give spare activation memory back to the OS after a large batch (blocking)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

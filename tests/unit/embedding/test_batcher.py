@@ -168,3 +168,40 @@ async def test_grouped_batches_return_rows_in_input_order():
     assert list(out.vectors[:, 0]) == list(range(1, 21))
     assert len(engine.batches) > 1
     await batcher.close()
+
+
+def test_length_groups_keep_every_pass_within_the_token_budget():
+    from services.embedding.batcher import length_groups
+
+    lengths = [512] * 64 + [20] * 30 + [300] * 10
+    groups = length_groups(lengths, max_tokens=4096)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) * max(lengths[i] for i in g) <= 4096
+    assert [len(g) for g in groups if lengths[g[0]] == 512] == [8] * 8
+    # one text longer than the budget still runs, alone
+    assert length_groups([600, 10], max_tokens=512) == [[1], [0]]
+
+
+class ReleasingEngine(RecordingEngine):
+    """Counts release_memory calls (the hook the ORT engine uses to shrink its arena)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = 0
+
+    def release_memory(self) -> None:
+        self.released += 1
+
+
+def test_memory_is_released_after_a_large_batch_only():
+    from services.embedding.batcher import RELEASE_AFTER_TOKENS, encode_grouped
+
+    engine = ReleasingEngine()
+    encode_grouped(engine, texts(*range(1, 33)))  # 32 texts of 3 tokens
+    assert engine.released == 0
+    width = RELEASE_AFTER_TOKENS // 4
+    big = [EncodedText(np.array([0, m] + [5] * (width - 3) + [2]), width) for m in range(1, 9)]
+    out = encode_grouped(engine, big)
+    assert list(out[:, 0]) == list(range(1, 9))
+    assert engine.released == 1
