@@ -93,7 +93,7 @@ class QueryVectors:
             return done(None, reason="breaker_open")
         budget = min(deadline.check() * self.budget_share, deadline.remaining())
         try:
-            result = await self.client.embed([text], "query", timeout_s=max(0.001, budget))
+            result = await self.client.embed([text], "query", timeout_s=max(0.0001, budget))
         except InvalidArgument as err:
             self.breaker.success()  # the service answered: the text was the problem
             raise ApiError(400, "invalid_argument", err.message, fields=[

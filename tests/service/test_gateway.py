@@ -109,7 +109,8 @@ async def test_deadline_header_is_validated_and_enforced(http):
 
 async def test_an_embedding_share_too_short_degrades_to_keyword_without_tripping_the_breaker(
         http, embedding_service, retrieval_port):  # http: the collection exists
-    # 0.0001 of 2 s is 0.2 ms for the embedding hop: no model answers that fast, retrieval still has its time
+    # 0.0001 of 2 s is 0.2 ms for the embedding hop: less than an empty gRPC round trip (~0.5 ms here), so no
+    # answer can arrive in time; retrieval still has its time
     app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port, embed_budget_share=0.0001,
                    breaker_failures=1)
     async with app.router.lifespan_context(app):
