@@ -190,3 +190,60 @@ async def test_api_key_and_body_limit(embedding_service, retrieval_port):
             assert r.status_code == 413, r.text
             assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k1"})).status_code == 200
             assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_collections_are_listed_and_deleted(http):
+    assert (await http.post("/v1/collections", json={"name": "gone"})).status_code == 201
+    listed = (await http.get("/v1/collections")).json()["collections"]
+    names = [c["name"] for c in listed]
+    assert {"gw", "gone"} <= set(names) and names == sorted(names)
+    assert next(c for c in listed if c["name"] == "gw")["documents"] == 3
+    r = await http.delete("/v1/collections/gone")
+    assert r.status_code == 200 and r.json()["name"] == "gone" and r.json()["documents"] == 0, r.text
+    assert (await http.get("/v1/collections/gone")).status_code == 404
+    assert (await http.delete("/v1/collections/gone")).status_code == 404
+    assert "gone" not in [c["name"] for c in (await http.get("/v1/collections")).json()["collections"]]
+
+
+async def test_jobs_for_a_missing_collection_are_404_at_submit_not_a_failed_job(http):
+    for path, body in (("/v1/collections/nowhere/documents", {"documents": DOCS}),
+                       ("/v1/collections/nowhere/reindex", None)):
+        r = await http.post(path, json=body)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+
+
+async def test_a_duplicate_id_is_named_with_both_places(http):
+    docs = [{"id": "x", "text": "가"}, {"id": "y", "text": "나"}, {"id": "x", "text": "다"}]
+    r = await http.post("/v1/collections/gw/documents", json={"documents": docs})
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["fields"][0]["field"] == "documents"
+    assert "'x'" in error["fields"][0]["description"] and "documents[0]" in error["fields"][0]["description"]
+    assert "documents[2]" in error["fields"][0]["description"]
+
+
+async def test_the_body_limit_admits_the_schemas_maximum_of_short_documents(http):
+    docs = [{"id": f"short-{i}", "text": f"{i}번 상품: 선물용 제주 감귤 한 상자"} for i in range(10_000)]
+    r = await http.post("/v1/collections/gw/documents", json={"documents": docs})
+    assert r.status_code == 202, r.text[:300]  # 10,000 documents (the schema's maximum) fit the ingest body limit
+    cancelled = (await http.post(f"/v1/jobs/{r.json()['id']}:cancel")).json()  # not needed for the test: stop it
+    assert cancelled["id"] == r.json()["id"]
+    done = await job_finished(http, f"/v1/jobs/{r.json()['id']}")
+    assert done["state"] == "failed" and any("cancelled" in e for e in done["errors"]), done
+
+
+async def test_a_blank_query_names_the_query_field(http):
+    r = await http.post("/v1/search", json={"collection": "gw", "query": "   "})
+    assert r.status_code == 400, r.text
+    assert [f["field"] for f in r.json()["error"]["fields"]] == ["query"]
+
+
+async def test_the_openai_client_retrieves_one_model(http):
+    from openai import AsyncOpenAI, NotFoundError
+
+    client = AsyncOpenAI(api_key="unused", base_url="http://gw/v1", http_client=http)
+    model = await client.models.retrieve("intfloat/multilingual-e5-small")
+    assert model.id == "intfloat/multilingual-e5-small" and model.owned_by == "korean-inference-mesh"
+    assert (await client.models.retrieve("intfloat/multilingual-e5-small:query")).id.endswith(":query")
+    with pytest.raises(NotFoundError):
+        await client.models.retrieve("gpt-4o")
