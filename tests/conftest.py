@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
+from services.bootstrap.lifecycle import running
 from services.embedding.config import EmbeddingSettings
 from services.embedding.modelbuild.paths import current_model_dir
 from services.embedding.server import EmbeddingService, create_embedding_service
@@ -48,10 +49,8 @@ def make_settings(model_dir: Path, **overrides) -> EmbeddingSettings:
 async def embedding_service(model_dir: Path):
     service: EmbeddingService = await create_embedding_service(
         make_settings(model_dir, max_texts_per_request=64, metrics_port=0), registry=CollectorRegistry())
-    await service.mesh.start()
-    await service.warm_up()
-    yield service
-    await service.close()
+    async with running(service):
+        yield service
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -13,6 +13,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.vectors.cache import LocalLruCache
 from gateway.wiring import build_mesh
+from services.bootstrap.lifecycle import running
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
 from support import free_port, job_finished
@@ -29,11 +30,8 @@ DOCS = [
 async def retrieval_port(embedding_service, tmp_path_factory):
     settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("gw-q")),
                                  embedding_target=f"127.0.0.1:{embedding_service.port}")
-    svc = await create_retrieval_service(settings, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    yield svc.port
-    await svc.close()
+    async with running(await create_retrieval_service(settings, registry=CollectorRegistry())) as svc:
+        yield svc.port
 
 
 def make_app(embedding_target: str, retrieval_port: int, cache=None, **settings):

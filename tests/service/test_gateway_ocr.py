@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from bench.ocr_set import build_set, cer
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from services.bootstrap.lifecycle import running
 from services.ocr.config import OcrSettings
 from services.ocr.server import create_ocr_service
 from support import job_finished
@@ -25,14 +26,11 @@ async def http(redis_url):
     db = redis_url.rsplit("/", 1)[0] + "/5"
     svc = await create_ocr_service(OcrSettings(port=0, engines=1, redis_url=db, job_workers=1, max_pages=4),
                                    registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
     app = create_app(GatewaySettings(ocr_target=f"127.0.0.1:{svc.port}", embedding_target="127.0.0.1:1",
                                      retrieval_target="127.0.0.1:1", max_ocr_body_bytes=2_000_000))
-    async with app.router.lifespan_context(app):
+    async with running(svc), app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
             yield client
-    await svc.close()
 
 
 def b64(data: bytes) -> str:

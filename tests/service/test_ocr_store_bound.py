@@ -26,7 +26,7 @@ def noise_png(size: int) -> bytes:
 
 
 async def test_uploads_beyond_the_store_limit_are_refused_with_retry(redis_url):
-    db = redis_url.rsplit("/", 1)[0] + "/5"
+    db = redis_url.rsplit("/", 1)[0] + "/7"
     r = aioredis.from_url(db)
     await r.flushdb()
     used = int((await r.info("memory"))["used_memory"])
