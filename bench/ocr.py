@@ -20,13 +20,11 @@ import statistics
 import time
 from pathlib import Path
 
-import grpc
 import tesserocr
-from mesh.ocr.v1 import ocr_pb2 as pb
-from mesh.ocr.v1 import ocr_pb2_grpc as pb_grpc
 
 from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
 from bench.ocr_set import CATEGORIES, build_set, cer
+from clients.ocr import AsyncOcrClient
 from services.ocr.engine import TesseractPool
 from services.ocr.extractor import FallbackPolicy
 from services.ocr.plausibility import KoreanPlausibility
@@ -37,22 +35,23 @@ FAILURE_CER = 0.2
 async def service_pages(port: int, samples, rounds: int) -> dict:
     """Every image through Extract ``rounds`` times: text, fallback reason, latency."""
     out: dict = {}
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}",
-                                         options=[("grpc.max_send_message_length", 64 << 20)]) as channel:
-        stub = pb_grpc.OcrServiceStub(channel)
+    client = AsyncOcrClient(f"127.0.0.1:{port}")
+    try:
         payloads = {s.name: s.png() for s in samples}
         for s in samples[:2]:  # warm-up
-            await stub.Extract(pb.ExtractRequest(content=payloads[s.name]), timeout=60)
+            await client.extract(payloads[s.name], timeout_s=60)
         for _ in range(rounds):
             for s in samples:
                 t = time.perf_counter()
-                resp = await stub.Extract(pb.ExtractRequest(content=payloads[s.name]), timeout=60)
+                _, pages = await client.extract(payloads[s.name], timeout_s=60)
                 elapsed = time.perf_counter() - t
-                page = resp.pages[0]
+                page = pages[0]
                 row = out.setdefault(s.name, {"category": s.category, "seconds": []})
                 row.update(cer=cer(s.truth, page.text), fallback_reason=page.fallback_reason,
                            confidence=page.mean_confidence)
                 row["seconds"].append(elapsed)
+    finally:
+        await client.close()
     return out
 
 
