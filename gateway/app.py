@@ -8,6 +8,7 @@ docs) lives in ``gateway/http``; :mod:`gateway.wiring` builds the features from 
 
 from __future__ import annotations
 
+import json
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -16,6 +17,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
+from gateway.contract import SNAPSHOT, without_unsent_422
 from gateway.health.router import router as health_router
 from gateway.http import errors
 from gateway.http.admission import RateLimit, Shedding
@@ -32,6 +34,19 @@ from gateway.wiring import Mesh, build_mesh
 
 DESCRIPTION = ("The backend's fixed REST contract: search, collections, ingest jobs, OpenAI-compatible embeddings. "
                f"Every error has the `ErrorBody` shape. Send `{TIMEOUT_HEADER}` to set the request deadline.")
+
+
+def _document_only_what_is_sent(app: FastAPI) -> None:
+    """The OpenAPI document without the 422 the gateway never sends (frozen v1 operations keep theirs)."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            snapshot = json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}
+            app.openapi_schema = without_unsent_422(generate(), snapshot)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
@@ -63,6 +78,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)
     app.add_middleware(RequestTelemetry, routes=app.router.routes)
+    _document_only_what_is_sent(app)
     FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider or trace.get_tracer_provider(),
                                        excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"])
     return app

@@ -39,3 +39,15 @@ def test_every_operation_documents_its_errors():
         for method, op in ops.items():
             if path.startswith("/v1/"):
                 assert {"400", "404", "503", "504"} <= set(op["responses"]), (method, path)
+
+
+def test_new_operations_do_not_document_the_422_the_gateway_never_sends():
+    spec = current()
+    snapshot = json.loads(Path(SNAPSHOT).read_text())
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            frozen = snapshot["paths"].get(path, {}).get(method)
+            if frozen is None:
+                assert "422" not in op["responses"], (method, path)
+            else:
+                assert ("422" in op["responses"]) == ("422" in frozen["responses"]), (method, path)
