@@ -12,10 +12,26 @@ from services.bootstrap.errors import InvalidInput, Violation
 from services.reasoning.generation import estimate_tokens
 
 REASONS_SYSTEM = (
-    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 사용자의 검색어와 검색된 상품 목록을 보고, "
-    "각 상품이 그 검색어에 왜 어울리는지 한국어로 설명합니다. 상품 정보에 없는 사실은 지어내지 않습니다. "
-    "반드시 JSON으로만 답합니다: {\"reasons\": [{\"id\": 상품 id, \"short\": 한 줄 이유, "
-    "\"long\": 두세 문장 이유}]}. 모든 상품에 대해 목록 순서대로 하나씩 씁니다.")
+    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 사용자의 검색어와 상품 카드들을 받아, 카드마다 "
+    "그 상품이 검색어에 왜 맞는지 한국어로 씁니다.\n"
+    "규칙:\n"
+    "1. 카드마다 그 카드의 이름과 정보만 씁니다. 다른 카드의 상품, 용도, 가격은 절대 쓰지 않습니다.\n"
+    "2. 이름이나 정보를 그대로 베끼지 않습니다. 검색어의 상황(누구에게, 언제, 무엇을 위해)과 연결해 자기 말로 씁니다.\n"
+    "3. short: 한 줄, 10~40자. long: 새로운 내용의 두 문장, 40~120자. long에서 short를 되풀이하지 않습니다.\n"
+    "4. 같은 구절을 두 번 쓰지 않습니다. 정보에 없는 사실은 지어내지 않습니다.\n"
+    "JSON으로만 답합니다: {\"reasons\": [{\"id\": 카드 id, \"short\": ..., \"long\": ...}]}, 카드 순서대로.")
+# A worked example written for this project (a domain no test or bench set uses), sent as one earlier
+# turn after the system message: both stay the same across calls, so the prefix cache keeps them.
+REASONS_EXAMPLE_QUERY = "캠핑 처음 가는 친구 선물"
+REASONS_EXAMPLE_ITEMS = [("e1", "접이식 알루미늄 캠핑 의자", "캠핑용품, 1.2kg, 38,000원"),
+                         ("e2", "충전식 LED 랜턴", "캠핑용품, 밝기 3단계, USB-C 충전, 27,000원")]
+REASONS_EXAMPLE_ANSWER = (
+    '{"reasons": [{"id": "e1", "short": "첫 캠핑에서 편히 쉴 자리를 챙겨 주는 선물", '
+    '"long": "가벼워서 캠핑이 처음인 친구도 들고 다니기 부담이 없습니다. 불 앞이나 텐트 옆 어디서든 '
+    '바로 펴고 앉을 수 있어 첫날부터 쓸모가 있습니다."}, '
+    '{"id": "e2", "short": "어두운 캠핑장의 밤을 밝혀 줄 실용적인 선물", '
+    '"long": "캠핑장은 해가 지면 금방 어두워져 초보에게 조명이 꼭 필요합니다. 휴대폰 충전기로 다시 '
+    '채울 수 있어 배터리를 따로 챙기지 않아도 됩니다."}]}')
 SUMMARY_SYSTEM = "당신은 한국어 글을 정확하고 짧게 요약하는 도우미입니다. 요약만 답합니다."
 
 
@@ -48,28 +64,54 @@ def chat_messages(system: str, history: list[Turn], message: str, max_history_to
     return [*head, *history_msgs, {"role": "user", "content": message}]
 
 
-def reasons_schema(item_ids: list[str]) -> dict:
-    """The JSON schema of one reasons answer: exactly one entry per item."""
+def reasons_schema(item_ids: list[str], short_max: int = 50, long_max: int = 160) -> dict:
+    """The JSON schema of one reasons answer: exactly one entry per item, each field length-capped.
+
+    The caps bound the output tokens (a grammar-constrained backend cannot run past them).
+    """
     n = len(item_ids)
     return {
         "type": "object", "additionalProperties": False, "required": ["reasons"],
         "properties": {"reasons": {"type": "array", "minItems": n, "maxItems": n, "items": {
             "type": "object", "additionalProperties": False, "required": ["id", "short", "long"],
             "properties": {"id": {"type": "string", "enum": item_ids},
-                           "short": {"type": "string", "minLength": 1, "maxLength": 80},
-                           "long": {"type": "string", "minLength": 1, "maxLength": 400}}}}},
+                           "short": {"type": "string", "minLength": 1, "maxLength": short_max},
+                           "long": {"type": "string", "minLength": 1, "maxLength": long_max}}}}},
     }
 
 
-def reasons_messages(query: str, items: list[tuple[str, str, str]], strict_retry: bool = False) -> list[dict[str, str]]:
-    """One call for a query and all its items (id, title, description)."""
-    lines = [f"검색어: {query}", "상품 목록:"]
+def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, list[str]] | None = None) -> str:
+    """The user turn: the query, then each item as structured fields with its own instruction.
+
+    ``notes`` names, per item id, what an earlier answer got wrong (a regeneration).
+    """
+    lines = [f"검색어: {query}", ""]
     for i, (item_id, title, description) in enumerate(items, 1):
-        lines.append(f"{i}. id={item_id} | {title}" + (f" | {description}" if description else ""))
-    lines.append(f"{len(items)}개 상품 모두에 대해 short(40자 이내)와 long(두세 문장)을 JSON으로 쓰세요.")
+        lines += [f"[카드 {i}] id: {item_id}", f"- 이름: {title}"]
+        if description:
+            lines.append(f"- 정보: {description}")
+        for note in (notes or {}).get(item_id, []):
+            lines.append(f"- 고칠 점: {note}")
+        lines += [f"- 할 일: 카드 {i}의 이름과 정보만 보고, 이 상품이 '{query}'에 왜 맞는지 short와 long을 쓰세요.", ""]
+    lines.append(f"카드 {len(items)}개 모두, 카드 순서대로 JSON으로 답하세요.")
+    return "\n".join(lines)
+
+
+def reasons_messages(query: str, items: list[tuple[str, str, str]], strict_retry: bool = False,
+                     notes: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+    """One call for a query and its items (id, title, description): system, the example turn, this turn.
+
+    ``strict_retry``: the previous answer broke the schema; ``notes``: per item, the checks it failed.
+    """
+    user = item_cards(query, items, notes)
+    if notes:
+        user += "\n이전 답이 규칙을 어겼습니다. '고칠 점'을 지켜 다시 쓰세요."
     if strict_retry:
-        lines.append("이전 답이 형식에 맞지 않았습니다. 각 id를 정확히 한 번씩, 목록 순서대로 쓰세요.")
-    return [{"role": "system", "content": REASONS_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        user += "\n이전 답이 형식에 맞지 않았습니다. 각 id를 정확히 한 번씩, 카드 순서대로 쓰세요."
+    return [{"role": "system", "content": REASONS_SYSTEM},
+            {"role": "user", "content": item_cards(REASONS_EXAMPLE_QUERY, REASONS_EXAMPLE_ITEMS)},
+            {"role": "assistant", "content": REASONS_EXAMPLE_ANSWER},
+            {"role": "user", "content": user}]
 
 
 def summary_messages(text: str, max_sentences: int) -> list[dict[str, str]]:

@@ -93,8 +93,8 @@ async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["reasons_status"] == "ok" and len(out["cards"]) == 2
-    assert all(c["reason_short"] and c["reason_long"] for c in out["cards"])
-    assert out["usage"]["llm_calls"] == 1
+    assert all(bool(c["reason_short"]) == bool(c["reason_long"]) for c in out["cards"])  # text, or none (failed checks)
+    assert 1 <= out["usage"]["llm_calls"] <= 2  # one call, plus one regeneration of cards that failed the checks
 
 
 async def test_recommendations_stream_cards_first_then_reasons_then_done(real_gw):

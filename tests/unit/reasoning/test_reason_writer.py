@@ -1,0 +1,131 @@
+"""ReasonWriter: checks every card, regenerates the failing ones once naming the violation, then marks
+them failed (no text), never passing them on. The LLM is a scripted stand-in (bench/standin.py), as a
+real model cannot be made to copy a title or borrow another card's facts on demand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import REGISTRY
+
+from bench.standin import ChatStandIn
+from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.generation import Generator, PriceTable, Timeouts
+from services.reasoning.reasons import ItemIn, ReasonWriter
+
+QUERY = "부모님 결혼기념일 선물"
+ITEMS = [ItemIn("g2", "향초와 디퓨저 세트", "리빙, 은은한 라벤더 향, 39,000원"),
+         ItemIn("g3", "커플 실크 스카프", "패션, 결혼기념일 선물로 인기, 48,000원")]
+GOOD = {"g2": ("두 분의 저녁을 은은하게 채워 줄 향기 선물",
+               "라벤더 향이 은은해서 기념일 저녁을 차분한 분위기로 만들어 줍니다. "
+               "부담 없는 가격이라 자녀가 드리기에도 좋습니다."),
+        "g3": ("기념일 외출에 두 분이 함께 두르기 좋은 선물",
+               "같은 무늬를 나눠 두르면 두 분의 기념일이 더 특별해집니다. 봄가을 나들이 옷차림에 잘 어울립니다.")}
+COPY = ("향초와 디퓨저 세트", "리빙 제품, 은은한 라벤더 향의 향초와 디퓨저 세트, 39,000원입니다.")
+
+
+def answer(**cards: tuple[str, str]) -> dict:
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
+                      ensure_ascii=False)
+    return {"chunks": [text[:30], text[30:]]}
+
+
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def writer_for():
+    made = []
+
+    def make(script):
+        standin = ChatStandIn(script)
+        generator = Generator([OpenAIBackend("standin", standin.url, "m", schema_format="json_object")],
+                              Timeouts(), PriceTable())
+        made.append((standin, generator))
+        return standin, ReasonWriter(generator)
+
+    yield make
+    for standin, _ in made:
+        standin.close()
+
+
+async def test_cards_that_pass_take_one_call(writer_for):
+    standin, writer = writer_for([answer(**GOOD)])
+    before = counter("mesh_reasoning_reason_cards_total", status="ok")
+    reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
+    assert [(r.item_id, r.status, r.short) for r in reasons] == [("g2", "ok", GOOD["g2"][0]),
+                                                                 ("g3", "ok", GOOD["g3"][0])]
+    assert usage.llm_calls == 1 and len(standin.requests) == 1
+    assert counter("mesh_reasoning_reason_cards_total", status="ok") == before + 2
+    prompt = standin.requests[0]["messages"]
+    assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]  # few-shot turn, then this one
+    assert "[카드 2] id: g3" in prompt[-1]["content"] and "- 이름: 커플 실크 스카프" in prompt[-1]["content"]
+    schema = standin.requests[0]["response_format"]["schema"]["properties"]["reasons"]["items"]["properties"]
+    assert schema["short"]["maxLength"] == 50 and schema["long"]["maxLength"] == 160
+
+
+async def test_a_copied_card_is_regenerated_alone_with_its_violation_named(writer_for):
+    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=GOOD["g2"])])
+    before = counter("mesh_reasoning_reason_violations_total", kind="copy")
+    reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
+    assert [(r.item_id, r.status, r.violations) for r in reasons] == [("g2", "regenerated", ("copy", "duplicate")),
+                                                                      ("g3", "ok", ())]
+    assert reasons[0].short == GOOD["g2"][0] and usage.llm_calls == 2
+    assert counter("mesh_reasoning_reason_violations_total", kind="copy") == before + 1
+    redo = standin.requests[1]
+    assert redo["response_format"]["schema"]["properties"]["reasons"]["items"]["properties"]["id"]["enum"] == ["g2"]
+    assert "고칠 점: short가 상품명·설명을 그대로 옮겼습니다" in redo["messages"][-1]["content"]
+    assert "커플 실크 스카프" not in redo["messages"][-1]["content"]
+
+
+async def test_a_card_that_fails_again_is_returned_failed_without_text(writer_for):
+    borrowed = (GOOD["g2"][0], "실크처럼 부드러운 향이 두 분께 잘 어울립니다. 거실에 두면 기념일 내내 은은합니다.")
+    standin, writer = writer_for([answer(g2=borrowed, g3=GOOD["g3"]), answer(g2=borrowed)])
+    before = counter("mesh_reasoning_reason_cards_total", status="failed")
+    reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
+    failed = reasons[0]
+    assert (failed.status, failed.short, failed.long, failed.violations) == ("failed", "", "", ("foreign_item",))
+    assert reasons[1].status == "ok" and usage.llm_calls == 2 and len(standin.requests) == 2
+    assert "다른 상품의 내용을 썼습니다: 실크" in standin.requests[1]["messages"][-1]["content"]
+    assert counter("mesh_reasoning_reason_cards_total", status="failed") == before + 1
+
+
+async def test_a_broken_regeneration_fails_only_the_failing_cards(writer_for):
+    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), {"chunks": ['{"reasons": [']}])
+    reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
+    assert [(r.item_id, r.status) for r in reasons] == [("g2", "failed"), ("g3", "ok")]
+    assert "copy" in reasons[0].violations and usage.llm_calls == 3  # first, regeneration, its schema retry
+
+
+async def test_streamed_cards_come_as_their_json_closes_before_the_answer_ends(writer_for):
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
+                      ensure_ascii=False)
+    cut = text.index('{"id": "g3"')
+    # The stand-in stalls after the first card: the card must arrive while the answer is unfinished.
+    standin, writer = writer_for([{"chunks": [text[:cut], text[cut:]], "stall_after": 1}])
+    events = writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts(5, 30, 30))
+    first = await anext(events)
+    assert (first.item_id, first.status, first.short) == ("g2", "ok", GOOD["g2"][0])
+    await events.aclose()  # the caller went away: the backend's request is released
+    assert len(standin.requests) == 1
+
+
+async def test_streamed_failing_cards_follow_after_their_regeneration(writer_for):
+    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=GOOD["g2"])])
+    events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
+    assert [(e.item_id, e.status) for e in events[:-1]] == [("g3", "ok"), ("g2", "regenerated")]
+    assert events[-1].llm_calls == 2 and events[-1].completion_tokens > 0
+    assert "고칠 점: short가 상품명·설명을 그대로 옮겼습니다" in standin.requests[1]["messages"][-1]["content"]
+
+
+async def test_a_stream_cut_short_regenerates_the_cards_it_never_wrote(writer_for):
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
+                      ensure_ascii=False)
+    cut = text.index('{"id": "g3"')
+    standin, writer = writer_for([{"chunks": [text[:cut], text[cut:]], "break_after": 1}, answer(g3=GOOD["g3"])])
+    events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
+    assert [(e.item_id, e.status) for e in events[:-1]] == [("g2", "ok"), ("g3", "regenerated")]
+    assert events[-2].violations == ("missing",)
+    assert "이 카드의 답이 없었습니다" in standin.requests[1]["messages"][-1]["content"]
