@@ -15,7 +15,8 @@ from services.retrieval.server import create_retrieval_service
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-# Written for these tests: near-duplicates and shared words so that fused scores tie.
+# Written for these tests: near-duplicates and shared words so that fused scores tie; s11 repeats s8's text
+# word for word, so score-based fusions tie on it whatever the analyser or the model does.
 SHOP = [
     ("s1", "생수 2리터 6개 묶음, 가벼운 페트병"),
     ("s2", "생수 500밀리리터 20개 묶음"),
@@ -27,6 +28,7 @@ SHOP = [
     ("s8", "유리 물병 1리터, 냉장고 문에 쏙 들어가는 크기"),
     ("s9", "책 3권 세트: 물과 건강에 관한 교양서"),
     ("s10", "분유 800그램 2개 묶음"),
+    ("s11", "유리 물병 1리터, 냉장고 문에 쏙 들어가는 크기"),
 ]
 QUERIES = ["리터는 몇 갤런인가요?", "대용량 물", "물병 추천", "우유 1갤런", "캠핑 갈 때 마실 물 담는 통", "2리터 생수"]
 FUSIONS = [pb.FUSION_METHOD_UNSPECIFIED, pb.FUSION_METHOD_AUTO, pb.FUSION_METHOD_RRF, pb.FUSION_METHOD_DBSF,
