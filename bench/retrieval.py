@@ -14,6 +14,7 @@ distractors (query vector given, so embedding is excluded, as the target says).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import hashlib
 import json
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, Mode, QueryVector
 from services.embedding.batcher import encode_grouped
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer
@@ -191,45 +193,60 @@ def synthetic_catalog(path: Path, n: int, revision: str, analyzer: KoreanAnalyze
     store.close()
 
 
+SEARCH_MODES: dict[str, Mode] = {"hybrid (default fusion: weighted 0.2)": "hybrid", "dense": "dense",
+                                  "keyword": "keyword"}
+
+
+async def timed_searches(target: str, qvecs: np.ndarray, revision: str, queries: int) -> dict[str, LatencyStats]:
+    """Per mode, 10 warm-up then ``queries`` timed searches one at a time through the typed client."""
+    from bench.embedding import QUERIES
+
+    out = {}
+    async with AsyncRetrievalClient(target, timeout_s=30) as client:
+        for name, mode in SEARCH_MODES.items():
+            samples = []
+            for i in range(queries + 10):
+                vector = QueryVector(qvecs[i % len(QUERIES)].tolist(), revision)
+                t = time.perf_counter()
+                await client.search("bench", QUERIES[i % len(QUERIES)], top_k=10, mode=mode, vector=vector)
+                if i >= 10:
+                    samples.append(time.perf_counter() - t)
+            out[name] = LatencyStats.of(samples)
+            print(f"[bench] {name}: p50 {out[name].p50:.1f} ms p95 {out[name].p95:.1f} ms", flush=True)
+    return out
+
+
 def search_latency(path: Path, model_dir: Path, revision: str, queries: int, engine: str) -> dict[str, LatencyStats]:
     """Search p50/p95 through gRPC on a catalog folder, per mode, query vectors given."""
-    import grpc
-    from mesh.retrieval.v1 import retrieval_pb2 as pb
-    from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
-
     from bench.embedding import QUERIES
 
     qvecs = embed_cached(QUERIES, True, model_dir, revision)
     proc, port = start_service("services.retrieval", "--qdrant-location", str(path), "--qdrant-engine", engine,
                                timeout_s=600)
-    out = {}
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pbg.RetrievalServiceStub(channel)
-            modes = {"hybrid (default fusion: weighted 0.2)": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE,
-                     "keyword": pb.SEARCH_MODE_KEYWORD}
-            for name, mode in modes.items():
-                samples = []
-                for i in range(queries + 10):
-                    req = pb.SearchRequest(collection="bench", query=QUERIES[i % len(QUERIES)], top_k=10, mode=mode,
-                                           query_vector=qvecs[i % len(QUERIES)].tolist())
-                    t = time.perf_counter()
-                    stub.Search(req, timeout=30)
-                    if i >= 10:
-                        samples.append(time.perf_counter() - t)
-                out[name] = LatencyStats.of(samples)
-                print(f"[bench] {name}: p50 {out[name].p50:.1f} ms p95 {out[name].p95:.1f} ms", flush=True)
+        return asyncio.run(timed_searches(f"127.0.0.1:{port}", qvecs, revision, queries))
     finally:
         stop_service(proc)
-    return out
+
+
+async def stream_ingest(target: str, texts: list[str]) -> tuple[dict[str, int], float]:
+    """Texts through UpsertDocumentsStream in batches of 64: the service's time split (ns) and the wall time."""
+    async with AsyncRetrievalClient(target, timeout_s=30) as client:
+        await client.create_collection("ingest", {})
+        batches = ([Document(f"d{i + j}", t) for j, t in enumerate(texts[i:i + 64])]
+                   for i in range(0, len(texts), 64))
+        split = {"embed": 0, "tokenize": 0, "write": 0}
+        t = time.perf_counter()
+        async for event in client.upsert_stream("ingest", batches, timeout_s=3600):
+            if isinstance(event, BatchWritten) and event.timings is not None:
+                split["embed"] += event.timings.embed_ns
+                split["tokenize"] += event.timings.tokenize_ns
+                split["write"] += event.timings.write_ns
+        return split, time.perf_counter() - t
 
 
 def ingest(data: Path, model_dir: Path, n_docs: int) -> dict[str, float]:
     """Docs/s through UpsertDocumentsStream (embedding service + retrieval service), with the split."""
-    import grpc
-    from mesh.retrieval.v1 import retrieval_pb2 as pb
-    from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
-
     pairs = json.loads((data / "klue-sts" / "klue-sts-v1.1_dev.json").read_text())
     texts = [p["sentence1"] for p in pairs] + [p["sentence2"] for p in pairs]
     texts = (texts * (n_docs // len(texts) + 1))[:n_docs]
@@ -237,24 +254,7 @@ def ingest(data: Path, model_dir: Path, n_docs: int) -> dict[str, float]:
     ret, port = start_service("services.retrieval", "--qdrant-location", ":memory:", "--embedding-target",
                               f"127.0.0.1:{emb_port}")
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pbg.RetrievalServiceStub(channel)
-            stub.CreateCollection(pb.CreateCollectionRequest(name="ingest"), timeout=30)
-
-            def batches():
-                for i in range(0, len(texts), 64):
-                    yield pb.UpsertDocumentsStreamRequest(collection="ingest", documents=[
-                        pb.Document(id=f"d{i + j}", text=t) for j, t in enumerate(texts[i:i + 64])])
-
-            split = {"embed": 0, "tokenize": 0, "write": 0}
-            t = time.perf_counter()
-            for event in stub.UpsertDocumentsStream(batches(), timeout=3600):
-                if event.HasField("progress") and event.progress.HasField("response"):
-                    r = event.progress.response
-                    split["embed"] += r.embed_ns
-                    split["tokenize"] += r.tokenize_ns
-                    split["write"] += r.write_ns
-            wall = time.perf_counter() - t
+        split, wall = asyncio.run(stream_ingest(f"127.0.0.1:{port}", texts))
     finally:
         stop_service(ret)
         stop_service(emb)

@@ -15,20 +15,18 @@ Nothing here is tuned: the slice sizes were set from the analyser's speed, not f
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import json
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import grpc
 import numpy as np
-from mesh.retrieval.v1 import retrieval_pb2 as pb
-from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
 
 from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from clients.retrieval import AsyncRetrievalClient, Document, ReindexSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = ["무선 이어폰", "캠핑 테이블", "거위털 패딩", "텀블러", "그림 동화책", "데이터 분석 입문서", "여행 가이드북",
@@ -37,30 +35,55 @@ TRAITS = ["가볍고 튼튼한", "선물하기 좋은", "가성비 좋은", "프
           "디자인이 예쁜", "오래 쓰는", "세척이 쉬운"]
 QUERIES = ["부모님 선물로 좋은 가습기", "캠핑 갈 때 쓸 탁자", "출퇴근용 무선 이어폰", "초보자를 위한 데이터 분석 책",
            "겨울에 입을 따뜻한 패딩", "사무실에서 쓸 조용한 커피 그라인더"]
+Stages = list[tuple[float, float, float]]  # server ms per search: embed, tokenize, search
 UNSLICED = "import services.retrieval.retriever as r\nr.BULK_SLICE_CHARS = 10**12\nr.REINDEX_EMBED_TEXTS = 10**6\n"
 
 
-def product(i: int) -> pb.Document:
+def product(i: int) -> Document:
     """A synthetic product text of ~120-200 characters."""
     item, trait = ITEMS[i % len(ITEMS)], TRAITS[(i // len(ITEMS)) % len(TRAITS)]
     text = (f"{trait} {item} {i}호. {item}을 찾는 분께 추천합니다. {TRAITS[(i * 7) % len(TRAITS)]} 제품으로 "
             f"매일 쓰기 좋고, 배송이 빠르며 구성품이 알찹니다. 후기 평점이 높은 {item} 모델입니다.")
-    return pb.Document(id=f"p{i}", text=text)
+    return Document(id=f"p{i}", text=text)
 
 
-def timed_searches(stub, n: int | None, stop: threading.Event | None = None,
-                   stages: list[tuple[float, float, float]] | None = None) -> list[float]:
+async def timed_searches(client: AsyncRetrievalClient, n: int | None, stop: asyncio.Event | None = None,
+                         stages: Stages | None = None) -> list[float]:
     """Hybrid searches one after another: ``n`` of them, or until ``stop`` is set (``stages``: server ms)."""
     out: list[float] = []
     i = 0
     while (n is not None and i < n) or (n is None and stop is not None and not stop.is_set()):
         t = time.perf_counter()
-        r = stub.Search(pb.SearchRequest(collection="shop", query=QUERIES[i % len(QUERIES)], top_k=10), timeout=30)
+        r = await client.search("shop", QUERIES[i % len(QUERIES)], top_k=10)
         out.append(time.perf_counter() - t)
         if stages is not None:
             stages.append((r.timings.embed_ns / 1e6, r.timings.tokenize_ns / 1e6, r.timings.search_ns / 1e6))
         i += 1
     return out
+
+
+async def idle_then_during_reindex(target: str, searches: int, fresh: bool,
+                                   docs: int) -> tuple[list[float], list[float], Stages, float]:
+    """Idle search times, search times during a reindex (with the server's split), and the reindex's seconds."""
+    async with AsyncRetrievalClient(target, timeout_s=30) as client:
+        if fresh:
+            await client.create_collection("shop", {}, timeout_s=60)
+            for i in range(0, docs, 128):
+                await client.upsert("shop", [product(j) for j in range(i, min(docs, i + 128))], timeout_s=120)
+        await timed_searches(client, 10)  # warm-up, excluded
+        idle = await timed_searches(client, searches)
+        stop = asyncio.Event()
+        stages: Stages = []
+        searcher = asyncio.create_task(timed_searches(client, None, stop, stages))
+        t = time.perf_counter()
+        try:
+            events = [e async for e in client.reindex("shop", batch_size=64, timeout_s=600)]
+            reindex_s = time.perf_counter() - t
+        finally:
+            stop.set()
+        during = await searcher
+        assert isinstance(events[-1], ReindexSummary) and events[-1].documents == docs
+    return idle, during, stages, reindex_s
 
 
 def run_variant(name: str, folder: Path, emb_port: int, searches: int, fresh: bool, docs: int) -> dict:
@@ -73,26 +96,8 @@ def run_variant(name: str, folder: Path, emb_port: int, searches: int, fresh: bo
     proc, port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
                                f"127.0.0.1:{emb_port}", env=env)
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pbg.RetrievalServiceStub(channel)
-            if fresh:
-                stub.CreateCollection(pb.CreateCollectionRequest(name="shop"), timeout=60)
-                for i in range(0, docs, 128):
-                    stub.UpsertDocuments(pb.UpsertDocumentsRequest(
-                        collection="shop", documents=[product(j) for j in range(i, min(docs, i + 128))]), timeout=120)
-            timed_searches(stub, 10)  # warm-up, excluded
-            idle = timed_searches(stub, searches)
-            stop = threading.Event()
-            during: list[float] = []
-            stages: list[tuple[float, float, float]] = []
-            worker = threading.Thread(target=lambda: during.extend(timed_searches(stub, None, stop, stages)))
-            t = time.perf_counter()
-            worker.start()
-            events = list(stub.Reindex(pb.ReindexRequest(collection="shop", batch_size=64), timeout=600))
-            reindex_s = time.perf_counter() - t
-            stop.set()
-            worker.join()
-            assert events[-1].summary.documents == docs
+        idle, during, stages, reindex_s = asyncio.run(
+            idle_then_during_reindex(f"127.0.0.1:{port}", searches, fresh, docs))
     finally:
         stop_service(proc)
     quiet, busy = LatencyStats.of(idle), LatencyStats.of(during)

@@ -109,14 +109,25 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class SearchTimings:
+    """Where a search's time went in the service, in nanoseconds (``embed_ns`` is 0 when a vector was given)."""
+
+    embed_ns: int = 0
+    tokenize_ns: int = 0
+    search_ns: int = 0
+    total_ns: int = 0
+
+
+@dataclass(frozen=True)
 class SearchResult:
-    """Hits best first, with what actually ran."""
+    """Hits best first, with what actually ran and the service's own timings."""
 
     hits: list[Hit]
     mode: Mode
     degraded: bool
     fusion: FusionName | None
     fusion_reason: str
+    timings: SearchTimings = field(default_factory=SearchTimings)
 
 
 @dataclass(frozen=True)
@@ -147,21 +158,32 @@ class Document:
 
 
 @dataclass(frozen=True)
+class WriteTimings:
+    """Where one written batch's time went in the service, in nanoseconds."""
+
+    embed_ns: int = 0
+    tokenize_ns: int = 0
+    write_ns: int = 0
+
+
+@dataclass(frozen=True)
 class BatchWritten:
-    """One batch of a bulk write: ``error`` is empty when it was written."""
+    """One batch of a bulk write: ``error`` is empty and ``timings`` set when it was written."""
 
     sequence: int
     error: str
     total_upserted: int
+    timings: WriteTimings | None = None
 
 
 @dataclass(frozen=True)
 class WriteSummary:
-    """The end of a bulk write."""
+    """The end of a bulk write (``total_ns``: the stream's wall time in the service)."""
 
     upserted: int
     batches: int
     failed_batches: int
+    total_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,12 +196,13 @@ class ReindexProgress:
 
 @dataclass(frozen=True)
 class ReindexSummary:
-    """The end of a reindex: the alias now points at ``collection``."""
+    """The end of a reindex: the alias now points at ``collection`` (``total_ns``: its wall time in the service)."""
 
     previous_collection: str
     collection: str
     documents: int
     embedding_revision: str
+    total_ns: int = 0
 
 
 def collection_from_proto(c: pb.CollectionInfo) -> Collection:
@@ -197,7 +220,7 @@ def _hit(h: pb.Hit) -> Hit:
 def search_request(collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",
                    filter: Filter | None = None, vector: QueryVector | None = None,
                    fusion: FusionOptions | None = None) -> pb.SearchRequest:
-    """The proto request of :meth:`AsyncRetrievalClient.search` (benches send it as is)."""
+    """The proto request of :meth:`AsyncRetrievalClient.search`."""
     req = pb.SearchRequest(collection=collection, query=query, top_k=top_k, mode=MODES[mode])
     if filter is not None:
         req.filter.CopyFrom(pb.Filter(must=[c.to_proto() for c in filter.must],
@@ -251,9 +274,12 @@ class AsyncRetrievalClient(HealthCheck):
         """Search a collection (``vector`` skips the service's own embedding call)."""
         req = search_request(collection, query, top_k=top_k, mode=mode, filter=filter, vector=vector, fusion=fusion)
         resp = await self._call(self._stub.Search, req, timeout_s)
+        t = resp.timings
         return SearchResult(hits=[_hit(h) for h in resp.hits], mode=MODE_NAMES[resp.mode],  # type: ignore[arg-type]
                             degraded=resp.degraded, fusion=FUSION_NAMES.get(resp.fusion),  # type: ignore[arg-type]
-                            fusion_reason=resp.fusion_reason)
+                            fusion_reason=resp.fusion_reason,
+                            timings=SearchTimings(embed_ns=t.embed_ns, tokenize_ns=t.tokenize_ns,
+                                                  search_ns=t.search_ns, total_ns=t.total_ns))
 
     async def create_collection(self, name: str, fields: dict[str, FieldType],
                                 timeout_s: float | None = None) -> Collection:
@@ -295,10 +321,15 @@ class AsyncRetrievalClient(HealthCheck):
         async for event in self._stream(self._stub.UpsertDocumentsStream(requests, timeout=timeout_s)):
             if event.HasField("progress"):
                 p = event.progress
-                yield BatchWritten(sequence=p.sequence, error=p.error, total_upserted=p.total_upserted)
+                r = p.response
+                timings = (WriteTimings(embed_ns=r.embed_ns, tokenize_ns=r.tokenize_ns, write_ns=r.write_ns)
+                           if p.HasField("response") else None)
+                yield BatchWritten(sequence=p.sequence, error=p.error, total_upserted=p.total_upserted,
+                                   timings=timings)
             else:
                 s = event.summary
-                yield WriteSummary(upserted=s.upserted, batches=s.batches, failed_batches=s.failed_batches)
+                yield WriteSummary(upserted=s.upserted, batches=s.batches, failed_batches=s.failed_batches,
+                                   total_ns=s.total_ns)
 
     async def reindex(self, collection: str, batch_size: int = 64,
                       timeout_s: float = 3600.0) -> AsyncIterator[ReindexProgress | ReindexSummary]:
@@ -310,8 +341,15 @@ class AsyncRetrievalClient(HealthCheck):
             else:
                 s = event.summary
                 yield ReindexSummary(previous_collection=s.previous_collection, collection=s.collection,
-                                     documents=s.documents, embedding_revision=s.embedding_revision)
+                                     documents=s.documents, embedding_revision=s.embedding_revision,
+                                     total_ns=s.total_ns)
 
     async def close(self) -> None:
         """Close the channel."""
         await self._channel.close()
+
+    async def __aenter__(self) -> AsyncRetrievalClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

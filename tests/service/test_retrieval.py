@@ -11,6 +11,7 @@ from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
 from prometheus_client import CollectorRegistry
 
 from clients.errors import from_rpc_error
+from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, QueryVector, ReindexSummary, WriteSummary
 from services.bootstrap.errors import DependencyUnavailable
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
@@ -246,6 +247,34 @@ async def test_reindex_swaps_alias_while_searches_keep_answering(retrieval):
     after = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
     assert after.collection == summary.collection and after.documents == before.documents
     assert not failures and len(answers) > 3 and set(answers) == {"b6"}
+
+
+async def test_typed_client_reports_the_services_timings(retrieval):
+    """What the benches read through clients/retrieval.py: search, per-batch write and reindex timings."""
+    svc, _, _ = retrieval
+    async with AsyncRetrievalClient(f"127.0.0.1:{svc.port}", timeout_s=30) as client:
+        created = await client.create_collection("timed", {})
+        try:
+            batches = [[Document("t1", "겨울 캠핑 장비 체크리스트")], [Document("bad", " ")],
+                       [Document("t2", "봄 소풍 도시락 요리책"), Document("t3", "제주도 올레길 여행 지도")]]
+            events = [e async for e in client.upsert_stream("timed", batches)]
+            written = [e for e in events if isinstance(e, BatchWritten)]
+            assert [e.timings is None for e in written] == [False, True, False] and written[1].error
+            assert all(e.timings.embed_ns > 0 and e.timings.write_ns > 0 for e in written if e.timings)
+            summary = events[-1]
+            assert isinstance(summary, WriteSummary) and summary.upserted == 3 and summary.total_ns > 0
+
+            by_text = await client.search("timed", "제주도 여행", top_k=2)
+            assert by_text.hits[0].id == "t3" and by_text.timings.embed_ns > 0 and by_text.timings.search_ns > 0
+            vector = QueryVector([0.05] * 384, created.embedding_revision)
+            given = await client.search("timed", "제주도 여행", mode="dense", vector=vector)
+            assert given.timings.embed_ns == 0 and given.timings.total_ns >= given.timings.search_ns > 0
+
+            steps = [e async for e in client.reindex("timed", batch_size=2)]
+            done = steps[-1]
+            assert isinstance(done, ReindexSummary) and done.documents == 3 and done.total_ns > 0
+        finally:
+            await client.delete_collection("timed")
 
 
 async def test_failed_reindex_leaves_the_old_collection_serving(retrieval):
