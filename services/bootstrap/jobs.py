@@ -4,10 +4,13 @@ Any instance can submit, read and cancel any job; each instance's workers take j
 and hold them under a lease (a heartbeat key). When an instance dies its heartbeat lapses and any
 other instance's reaper puts its jobs back on the queue, so a job survives the process that ran it.
 Handlers record progress as they go (and a resume point), so a resumed job continues, not restarts.
+A job may keep named *parts* beside its record (hashes of partial results, e.g. OCR pages read), which
+expire with it. The submitter's W3C trace context travels in the record's ``meta``: a job runs in its
+own trace, its ``{kind}.job`` span linked to the request that submitted it.
 
 Keys, under a namespace (``gateway``, ``ocr``), each expiring ``ttl_s`` after the job's last change:
-``{ns}:job:{id}`` (the record), ``{ns}:job:{id}:input`` (the work), ``{ns}:queue``,
-``{ns}:running:{instance}``, ``{ns}:instance:{instance}`` (the lease).
+``{ns}:job:{id}`` (the record), ``{ns}:job:{id}:input`` (the work), ``{ns}:job:{id}:{part}`` (each
+declared part), ``{ns}:queue``, ``{ns}:running:{instance}``, ``{ns}:instance:{instance}`` (the lease).
 
 :class:`MemoryJobs` keeps the same interface in one process (the embedded default without Redis):
 nothing survives a restart there, and it says so in its records.
@@ -23,8 +26,14 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from opentelemetry import context, propagate, trace
+
+if TYPE_CHECKING:
+    from services.bootstrap.health import DependencyMonitor
 
 log = logging.getLogger(__name__)
 JOB_ID = re.compile(r"[0-9a-f]{32}")
@@ -66,6 +75,7 @@ class JobRecord:
     cancel_requested: bool = False
     created_unix_ms: int = 0
     updated_unix_ms: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)  # the submitter's: ``trace`` (W3C headers), options
 
     def dumps(self) -> str:
         """JSON of the record."""
@@ -110,22 +120,39 @@ class JobContext:
         if self.record.cancel_requested:
             raise Cancelled
 
+    async def write_part(self, part: str, entries: dict[str, str | bytes]) -> None:
+        """Add entries to one of this job's parts (see :meth:`Jobs.write_part`)."""
+        await self.store.write_part(self.record.id, part, entries)
+
+    async def read_part(self, part: str) -> dict[str, bytes]:
+        """One of this job's parts (see :meth:`Jobs.read_part`)."""
+        return await self.store.read_part(self.record.id, part)
+
 
 Handler = Callable[[JobRecord, bytes, JobContext], Awaitable[dict[str, Any] | None]]
 
 
 class Jobs(ABC):
-    """Submit, read, cancel; run handlers by kind on this instance's workers."""
+    """Submit, read, cancel; run handlers by kind on this instance's workers.
+
+    ``parts`` names the per-job hashes handlers may keep beside the record (they expire with it);
+    ``tracer_provider`` traces job runs (the process's provider when not given).
+    """
 
     def __init__(self, handlers: dict[str, Handler], *, ttl_s: int = 7 * 86400, max_queued: int = 100,
-                 workers: int = 1) -> None:
+                 workers: int = 1, parts: tuple[str, ...] = (),
+                 tracer_provider: trace.TracerProvider | None = None) -> None:
         self.handlers = handlers
         self.ttl_s = ttl_s
         self.max_queued = max_queued
         self.workers = workers
+        self.parts = parts
         self.durable = False
+        self.tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+        self._monitor: DependencyMonitor | None = None
+        self._dependency = ""
 
     # -- storage (per backend) -------------------------------------------------------------------
     @abstractmethod
@@ -149,6 +176,32 @@ class Jobs(ABC):
     async def payload(self, job_id: str) -> bytes:
         """A job's input."""
 
+    @abstractmethod
+    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None: ...
+
+    @abstractmethod
+    async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:
+        """Every entry of one of a job's parts (empty when none was written, or it expired)."""
+
+    async def write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None:
+        """Add (or replace) entries of a declared part; the part expires with the job."""
+        if part not in self.parts:
+            raise ValueError(f"undeclared job part {part!r} (declared: {self.parts})")
+        if entries:
+            await self._write_part(job_id, part, entries)
+
+    def watch_store(self, monitor: DependencyMonitor, dependency: str) -> None:
+        """Let workers wait for ``monitor`` to see the store back instead of retrying it on a timer."""
+        self._monitor, self._dependency = monitor, dependency
+
+    async def _store_back(self) -> None:
+        await asyncio.sleep(0.5 if self._monitor else 1.0)  # never a hot loop, whatever the error was
+        if self._monitor is None:
+            return
+        self._monitor.recheck()
+        with suppress(TimeoutError):  # bounded, so a stop is noticed
+            await asyncio.wait_for(self._monitor.wait_up(self._dependency), 5.0)
+
     async def start(self) -> None:
         """Start this instance's workers (and lease keeping, where there is one)."""
         self._tasks += [asyncio.create_task(self._work_loop()) for _ in range(self.workers)]
@@ -161,13 +214,16 @@ class Jobs(ABC):
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # -- the interface ---------------------------------------------------------------------------
-    async def submit(self, kind: str, subject: str, payload: bytes, total: int = 0) -> JobRecord:
-        """Queue a job; :class:`QueueFull` when too many wait already."""
+    async def submit(self, kind: str, subject: str, payload: bytes, total: int = 0,
+                     meta: dict[str, Any] | None = None) -> JobRecord:
+        """Queue a job (with the current trace context in its meta); :class:`QueueFull` when too many wait."""
         if kind not in self.handlers:
             raise ValueError(f"no handler for {kind!r}")
         now = _now_ms()
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
         record = JobRecord(id=uuid.uuid4().hex, kind=kind, subject=subject, total=total, created_unix_ms=now,
-                           updated_unix_ms=now)
+                           updated_unix_ms=now, meta={**(meta or {}), "trace": carrier})
         await self._put(record, payload)
         return record
 
@@ -195,7 +251,7 @@ class Jobs(ABC):
                 job_id = await self._take()
             except JobStoreUnavailable as err:
                 log.debug("job queue unavailable: %s", err)
-                await asyncio.sleep(1.0)
+                await self._store_back()
                 continue
             if job_id is None:
                 continue
@@ -204,7 +260,7 @@ class Jobs(ABC):
                 await self._release(job_id)
             except JobStoreUnavailable as err:  # stays leased: requeued when the lease lapses
                 log.warning("job %s interrupted by the job store: %s", job_id, err)
-                await asyncio.sleep(1.0)
+                await self._store_back()
 
     async def run(self, job_id: str) -> None:
         """Run one job to its end (succeeded, failed with its reason, or cancelled)."""
@@ -214,11 +270,23 @@ class Jobs(ABC):
             return  # expired before a worker got to it
         if record.state in FINISHED:
             return
+        # The job runs later, maybe elsewhere: its own trace, linked to the request that submitted it.
+        submitted = trace.get_current_span(propagate.extract(record.meta.get("trace") or {})).get_span_context()
+        links = [trace.Link(submitted)] if submitted.is_valid else []
+        with self.tracer.start_as_current_span(
+                f"{record.kind}.job", context=context.Context(), links=links,
+                attributes={"mesh.job.id": record.id, "mesh.job.kind": record.kind,
+                            "mesh.job.attempt": record.attempts + 1}) as span:
+            await self._run(record)
+            if record.state == "failed":
+                span.set_status(trace.StatusCode.ERROR, record.errors[-1] if record.errors else "failed")
+
+    async def _run(self, record: JobRecord) -> None:
         record.state, record.attempts = "running", record.attempts + 1
         await self.save(record)
         ctx = JobContext(self, record)
         try:
-            result = await self.handlers[record.kind](record, await self.payload(job_id), ctx)
+            result = await self.handlers[record.kind](record, await self.payload(record.id), ctx)
             record.result = result
             record.state = "failed" if record.failed_batches or record.errors else "succeeded"
         except Cancelled:
@@ -239,6 +307,7 @@ class MemoryJobs(Jobs):
         super().__init__(handlers, **kwargs)
         self._records: dict[str, str] = {}
         self._payloads: dict[str, bytes] = {}
+        self._parts: dict[str, dict[str, dict[str, bytes]]] = {}  # job id -> part -> entries
         self._queue: asyncio.Queue[str] = asyncio.Queue()
 
     async def _put(self, record: JobRecord, payload: bytes) -> None:
@@ -257,6 +326,7 @@ class MemoryJobs(Jobs):
         cutoff = _now_ms() - self.ttl_s * 1000
         for old in [k for k, v in self._records.items() if JobRecord.loads(v).updated_unix_ms < cutoff]:
             del self._records[old]
+            self._parts.pop(old, None)
 
     async def get(self, job_id: str) -> JobRecord:  # noqa: D102
         self.check_id(job_id)
@@ -272,6 +342,13 @@ class MemoryJobs(Jobs):
 
     async def payload(self, job_id: str) -> bytes:  # noqa: D102
         return self._payloads.get(job_id, b"")
+
+    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None:
+        stored = self._parts.setdefault(job_id, {}).setdefault(part, {})
+        stored.update({k: v.encode() if isinstance(v, str) else v for k, v in entries.items()})
+
+    async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:  # noqa: D102
+        return dict(self._parts.get(job_id, {}).get(part, {}))
 
 
 class RedisJobs(Jobs):
@@ -348,7 +425,8 @@ class RedisJobs(Jobs):
                         old is not None and JobRecord.loads(old).cancel_requested)
                     pipe.multi()
                     pipe.set(key, record.dumps(), ex=self.ttl_s)
-                    pipe.expire(self._key(record.id, "input"), self.ttl_s)
+                    for part in ("input", *self.parts):
+                        pipe.expire(self._key(record.id, part), self.ttl_s)
                     await self._redis(pipe.execute())
                     return
                 except WatchError:
@@ -356,6 +434,20 @@ class RedisJobs(Jobs):
 
     async def payload(self, job_id: str) -> bytes:  # noqa: D102
         return await self._redis(self.redis.get(self._key(job_id, "input"))) or b""
+
+    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self._key(job_id, part), mapping=entries)  # type: ignore[arg-type]
+            pipe.expire(self._key(job_id, part), self.ttl_s)
+            await self._redis(pipe.execute())
+
+    async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:  # noqa: D102
+        raw = await self._redis(self.redis.hgetall(self._key(job_id, part)))
+        return {k.decode() if isinstance(k, bytes) else k: v for k, v in raw.items()}
+
+    async def used_bytes(self) -> int:
+        """Memory Redis uses now (what a bound on stored uploads compares against)."""
+        return int((await self._redis(self.redis.info("memory"))).get("used_memory", 0))
 
     async def start(self) -> None:  # noqa: D102
         self._tasks.append(asyncio.create_task(self._heartbeat()))
@@ -366,7 +458,7 @@ class RedisJobs(Jobs):
             try:
                 await self._redis(self.redis.set(f"{self.ns}:instance:{self.instance}", "1",
                                                  px=int(self.lease_s * 1000)))
-                await self.requeue_orphans()
+                await self._redis(self.requeue_orphans())
             except JobStoreUnavailable as err:  # the health monitor reports Redis down once
                 log.debug("heartbeat failed: %s", err)
             try:

@@ -44,7 +44,10 @@ class OcrSettings(ServiceSettings):
     vlm_timeout_s: float = Field(30.0, gt=0, description="timeout of one VLM call")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis holding job state")
     redis_timeout_s: float = Field(2.0, gt=0, description="timeout of one Redis call")
-    job_ttl_s: int = Field(86400, ge=10, description="how long a job and its result stay queryable")
+    job_ttl_s: int = Field(86400, ge=10, description="how long a job and its result stay queryable after its "
+                                                     "last change")
+    job_lease_s: float = Field(15.0, gt=0, description="a worker's lease: this long after an instance dies, "
+                                                       "another requeues its running jobs")
     max_queued_jobs: int = Field(1000, ge=1, description="queued jobs before SubmitJob answers RESOURCE_EXHAUSTED")
     max_store_bytes: int = Field(256 * 1024 * 1024, ge=1024 * 1024,
                                  description="Redis memory (uploads, results) above which SubmitJob answers "

@@ -89,7 +89,8 @@ async def create_ocr_service(
                                           line_height=settings.line_height))
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
-                    workers=settings.job_workers, timeout_s=settings.redis_timeout_s)
+                    workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,
+                    tracer_provider=tracer_provider)
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,

@@ -2,7 +2,8 @@
 
 Two store instances in one process stand for two gateway processes (each has its own Redis
 connections, instance id and lease); the handler waits on events the test sets, and the test waits
-on saves (support.jobs), never on sleeps.
+on saves (support.jobs), never on sleeps. Also: parts and their TTL, and the trace link carried
+through Redis from the submitting instance to the one that runs the job.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import uuid
 
 import pytest
 
-from services.bootstrap.jobs import JobNotFound
+from services.bootstrap.jobs import JobContext, JobNotFound, JobRecord
 from support.jobs import GatedHandler, ObservedRedisJobs
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -101,6 +102,63 @@ async def test_a_job_of_an_instance_that_died_is_resumed_once_its_lease_lapses(r
         assert first.processed == [0] and second.processed == [1, 2]
     finally:
         await b.close()
+
+
+async def test_the_job_span_on_another_instance_links_to_the_request_that_submitted_it(redis_url):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    a, b = pair(redis_url, GatedHandler(1), GatedHandler(1), tracer_provider=provider)
+    try:
+        with provider.get_tracer("test").start_as_current_span("POST /v1/collections/{name}/reindex") as request:
+            record = await a.submit("ingest", "books", b"x")
+        await b.start()  # only b works: the trace context reaches it through the record in Redis
+        await b.finished(record.id)
+    finally:
+        await a.close()
+        await b.close()  # the span ends after the final save: closing b waits for its worker to be done
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "ingest.job"]
+    assert span.parent is None and span.attributes["mesh.job.id"] == record.id
+    assert [(link.context.trace_id, link.context.span_id) for link in span.links] == [
+        (request.get_span_context().trace_id, request.get_span_context().span_id)]
+
+
+async def test_parts_expire_with_the_job_and_every_save_refreshes_them(redis_url):
+    async def pages(record: JobRecord, payload: bytes, ctx: JobContext) -> dict:
+        await ctx.write_part("pages", {"0": "첫 쪽"})
+        await ctx.write_part("pages", {"1": b"second"})
+        return {}
+
+    ns = f"test-{uuid.uuid4().hex[:8]}"
+    a = ObservedRedisJobs({"read": pages}, redis_url, ns, ttl_s=600, parts=("pages",))
+    try:
+        record = await a.submit("read", "", b"x")
+        await a.run(record.id)
+        assert (await a.get(record.id)).state == "succeeded"
+        assert await a.read_part(record.id, "pages") == {"0": "첫 쪽".encode(), "1": b"second"}
+        assert await _read_part_elsewhere(redis_url, ns, record.id) == {"0": "첫 쪽".encode(), "1": b"second"}
+        part = f"{ns}:job:{record.id}:pages"
+        assert 0 < await a.redis.ttl(part) <= 600
+        await a.redis.expire(part, 5)
+        await a.save(await a.get(record.id))  # any change to the job keeps its parts as long as its record
+        assert await a.redis.ttl(part) > 5 and await a.redis.ttl(f"{ns}:job:{record.id}") > 5
+        assert await a.read_part(uuid.uuid4().hex, "pages") == {}
+        assert await a.used_bytes() > 0
+    finally:
+        await a.close()
+
+
+async def _read_part_elsewhere(redis_url: str, ns: str, job_id: str) -> dict[str, bytes]:
+    """A part as another instance of the namespace reads it."""
+    other = ObservedRedisJobs({}, redis_url, ns, parts=("pages",))
+    try:
+        return await other.read_part(job_id, "pages")
+    finally:
+        await other.close()
 
 
 async def _die(jobs: ObservedRedisJobs) -> None:

@@ -227,6 +227,39 @@ async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
             await worker.close()
 
 
+async def test_a_job_runs_in_its_own_trace_linked_to_the_submit_request(redis_url):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from support import eventually_async
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    db = redis_url.rsplit("/", 1)[0] + "/5"  # own database: only this traced instance's worker takes the job
+    service = await started(settings(db, job_workers=1), tracer_provider=provider)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    try:
+        stub = pb_grpc.OcrServiceStub(channel)
+        submitted = (await stub.SubmitJob(pb.SubmitJobRequest(contents=[SAMPLES["receipt-00"].png()]),
+                                          timeout=30)).job
+        assert (await _wait_done(stub, submitted.job_id)).state == pb.JOB_STATE_SUCCEEDED
+
+        async def job_spans():
+            return [s for s in exporter.get_finished_spans() if s.name == "ocr.job"]
+
+        (job,) = await eventually_async(job_spans, bool, what="the ocr.job span ended")
+    finally:
+        await channel.close()
+        await service.close()
+    (request,) = [s for s in exporter.get_finished_spans() if s.name.endswith("OcrService/SubmitJob")]
+    assert job.parent is None and job.context.trace_id != request.context.trace_id
+    assert [(link.context.trace_id, link.context.span_id) for link in job.links] == [
+        (request.context.trace_id, request.context.span_id)]
+    assert job.attributes["mesh.job.id"] == submitted.job_id and job.status.is_ok
+
+
 async def test_vlm_fallback_only_when_tesseract_fails(redis_url, vision_standin):
     reader = OpenAIVisionReader(vision_standin.url, "standin-vlm")
     service = await started(settings(redis_url, job_workers=0, vlm_timeout_s=2.0), reader=reader)

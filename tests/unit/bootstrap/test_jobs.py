@@ -1,4 +1,5 @@
-"""MemoryJobs (services/bootstrap/jobs.py): submit, run, progress, resume, cancel, failures, a full queue.
+"""MemoryJobs (services/bootstrap/jobs.py): submit, run, progress, resume, cancel, failures, a full queue,
+parts, meta, and the job span's link to the request that submitted it (spans from an in-memory exporter).
 
 Handlers wait on asyncio.Events the test sets, and the test waits on the store's own saves
 (support.jobs), so nothing here sleeps and hopes.
@@ -136,3 +137,77 @@ async def test_a_full_queue_refuses_and_unknown_jobs_are_not_found():
     for job_id in ["0" * 32, "../../etc", "ABC", "0" * 31 + "g"]:
         with pytest.raises(JobNotFound):
             await jobs.get(job_id)
+
+
+async def test_parts_keep_partial_results_beside_the_record_and_only_declared_ones():
+    async def pages(record: JobRecord, payload: bytes, ctx: JobContext) -> dict:
+        already = await ctx.read_part("pages")
+        await ctx.write_part("pages", {"0": "첫 쪽", "1": b"second"})
+        await ctx.write_part("pages", {"1": "둘째 쪽"})  # a later write replaces an entry
+        with pytest.raises(ValueError, match="undeclared"):
+            await ctx.write_part("notes", {"0": "x"})
+        return {"before": len(already)}
+
+    jobs = ObservedMemoryJobs({"read": pages}, parts=("pages",))
+    record = await jobs.submit("read", "", b"x")
+    assert await jobs.read_part(record.id, "pages") == {}
+    await jobs.run(record.id)
+    done = await jobs.get(record.id)
+    assert done.state == "succeeded" and done.result == {"before": 0}
+    assert await jobs.read_part(record.id, "pages") == {"0": "첫 쪽".encode(), "1": "둘째 쪽".encode()}
+
+
+async def test_meta_is_kept_and_carries_the_submitters_trace_context():
+    _, provider = _traced()
+    jobs = ObservedMemoryJobs({"ingest": GatedHandler(1)}, tracer_provider=provider)
+    with provider.get_tracer("test").start_as_current_span("POST /v1/collections/{name}/documents") as request:
+        record = await jobs.submit("ingest", "books", b"x", meta={"options": {"lang": "kor"}})
+    assert record.meta["options"] == {"lang": "kor"}
+    assert record.meta["trace"]["traceparent"].split("-")[2] == format(request.get_span_context().span_id, "016x")
+    assert (await jobs.get(record.id)).meta == record.meta
+
+
+async def test_a_job_runs_in_its_own_trace_linked_to_the_request_that_submitted_it():
+    exporter, provider = _traced()
+    jobs = ObservedMemoryJobs({"ingest": GatedHandler(2)}, tracer_provider=provider)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("POST /v1/collections/{name}/documents") as request:
+        linked = await jobs.submit("ingest", "books", b"x")
+    unlinked = await jobs.submit("ingest", "books", b"y")  # submitted outside any request: no link
+    with tracer.start_as_current_span("the worker's own context"):  # never the job span's parent
+        await jobs.run(linked.id)
+        await jobs.run(unlinked.id)
+
+    spans = {s.attributes["mesh.job.id"]: s for s in exporter.get_finished_spans() if s.name == "ingest.job"}
+    first, second = spans[linked.id], spans[unlinked.id]
+    assert first.parent is None and second.parent is None
+    assert first.context.trace_id != request.get_span_context().trace_id  # its own trace ...
+    assert [link.context.span_id for link in first.links] == [request.get_span_context().span_id]  # ... linked
+    assert [link.context.trace_id for link in first.links] == [request.get_span_context().trace_id]
+    assert not second.links
+    assert first.attributes["mesh.job.kind"] == "ingest" and first.attributes["mesh.job.attempt"] == 1
+    assert first.status.is_ok
+
+
+async def test_a_failed_job_span_says_why():
+    async def broken(record: JobRecord, payload: bytes, ctx: JobContext) -> dict:
+        raise ValueError("batch 2 is malformed")
+
+    exporter, provider = _traced()
+    jobs = ObservedMemoryJobs({"ingest": broken}, tracer_provider=provider)
+    record = await jobs.submit("ingest", "books", b"x")
+    await jobs.run(record.id)
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "ingest.job"]
+    assert not span.status.is_ok and "batch 2 is malformed" in (span.status.description or "")
+
+
+def _traced():
+    """An in-memory exporter and the provider that feeds it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, provider
