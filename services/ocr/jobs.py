@@ -1,7 +1,7 @@
 """Multi-page OCR jobs on the shared job store (services/bootstrap/jobs.py), whole state in Redis.
 
 Queueing, leases (heartbeat), the requeue of a dead instance's jobs, TTL, progress and state come
-from :class:`~services.bootstrap.jobs.RedisJobs` under the namespace ``ocr``; this module keeps what
+from :class:`~services.bootstrap.redis_jobs.RedisJobs` under the namespace ``ocr``; this module keeps what
 is OCR's: validating uploads, bounding what they may take in Redis (``--max-store-bytes``), reading
 pages a window at a time, and the per-page results, so a resumed job skips pages already read.
 
@@ -42,8 +42,8 @@ from services.bootstrap.jobs import (
     JobRecord,
     JobStoreUnavailable,
     QueueFull,
-    RedisJobs,
 )
+from services.bootstrap.redis_jobs import RedisJobs
 from services.ocr.engine import Line
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 

@@ -1,4 +1,4 @@
-"""RedisJobs (services/bootstrap/jobs.py) on a real redis-server: one job system shared by instances.
+"""RedisJobs (services/bootstrap/redis_jobs.py) on a real redis-server: one job system shared by instances.
 
 Two store instances in one process stand for two gateway processes (each has its own Redis
 connections, instance id and lease); the handler waits on events the test sets, and the test waits

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from services.bootstrap.jobs import FINISHED, JobContext, JobRecord, Jobs, MemoryJobs, RedisJobs
+from services.bootstrap.jobs import FINISHED, JobContext, JobRecord, Jobs, MemoryJobs
+from services.bootstrap.redis_jobs import RedisJobs
 
 
 class ObservedJobs(Jobs):
