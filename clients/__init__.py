@@ -8,10 +8,12 @@ from clients.errors import (
     Overloaded,
     Unavailable,
 )
+from clients.reasoning import AsyncReasoningClient
 from clients.retrieval import AsyncRetrievalClient
 
 __all__ = [
     "AsyncEmbeddingClient",
+    "AsyncReasoningClient",
     "AsyncRetrievalClient",
     "DeadlineExceeded",
     "EmbedResult",

@@ -1,12 +1,16 @@
-"""Async client of mesh.reasoning.v1.ReasoningService; every call carries a deadline.
+"""Async client of mesh.reasoning.v1.ReasoningService: domain types in and out, every call with a deadline.
 
-Streams are async iterators of the service's events; leaving one early (``break``, or the task
-being cancelled) cancels the RPC, which cancels the backend request behind it.
+The enum maps between the contract's names (``stop``, ``first_token_timeout``, ``regenerated`` …) and
+the proto live here. Streams are async generators of typed events; leaving one early (``break``,
+``aclose()``, or the task being cancelled) cancels the RPC, which cancels the backend request behind it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
 import grpc
 from mesh.reasoning.v1 import reasoning_pb2 as pb
@@ -17,6 +21,225 @@ from clients.errors import from_rpc_error
 from clients.health import HealthCheck
 
 DEFAULT_TIMEOUT_S = 60.0
+Role = Literal["user", "assistant"]
+FinishReason = Literal["stop", "length"]
+ErrorKind = Literal["first_token_timeout", "generation_timeout", "total_timeout", "backend_failed",
+                    "schema_violation"]
+ReasonStatus = Literal["ok", "regenerated", "failed"]
+ROLES: dict[Role, int] = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
+FINISH_REASONS: dict[int, FinishReason] = {pb.FINISH_REASON_STOP: "stop", pb.FINISH_REASON_LENGTH: "length"}
+ERROR_KINDS: dict[int, ErrorKind] = {
+    pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT: "first_token_timeout", pb.ERROR_KIND_GENERATION_TIMEOUT: "generation_timeout",
+    pb.ERROR_KIND_TOTAL_TIMEOUT: "total_timeout", pb.ERROR_KIND_BACKEND_FAILED: "backend_failed",
+    pb.ERROR_KIND_SCHEMA_VIOLATION: "schema_violation"}
+REASON_STATUSES: dict[int, ReasonStatus] = {pb.REASON_STATUS_OK: "ok", pb.REASON_STATUS_REGENERATED: "regenerated",
+                                            pb.REASON_STATUS_FAILED: "failed"}
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Stage deadlines of one call in seconds; 0 takes the service's default."""
+
+    first_token_s: float = 0.0
+    generation_s: float = 0.0
+    total_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one call generates; 0 and None take the service's defaults.
+
+    ``json_schema`` (Generate only) is a JSON schema the answer must follow.
+    """
+
+    max_tokens: int = 0
+    temperature: float | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    json_schema: dict | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One earlier turn of a conversation."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """A search result to explain."""
+
+    id: str
+    title: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Accounting of one call (``llm_calls`` counts schema retries and regenerations)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_ns: int
+    total_ns: int
+    tokens_per_second: float
+    cost_usd: float
+    backend: str
+    model: str
+    estimated: bool
+    failed_over: tuple[str, ...]
+    llm_calls: int
+    instance: str
+
+
+@dataclass(frozen=True)
+class Delta:
+    """The next piece of a streamed answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """A stream's successful end."""
+
+    finish_reason: FinishReason
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """A stream's failed end: the text streamed before it is incomplete."""
+
+    kind: ErrorKind
+    message: str
+    completion_tokens: int
+
+
+GenerationEvent = Delta | Done | StreamError
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why one item fits the query.
+
+    ``status`` is ``ok``, ``regenerated`` (``violations``: what the first answer broke) or ``failed``
+    (``short`` and ``long`` empty; ``violations``: what the last answer still broke); None from a
+    service older than the per-card status.
+    """
+
+    item_id: str
+    short: str
+    long: str
+    status: ReasonStatus | None
+    violations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reasons:
+    """One query's reasons in the items' order, and the accounting."""
+
+    reasons: list[Reason]
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class ReasonsDone:
+    """The end of a reasons stream: every card was sent."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class ReasonsRequest:
+    """One query of a batch."""
+
+    query: str
+    items: Sequence[Item]
+    options: Options | None = None
+
+
+@dataclass(frozen=True)
+class ReasonsError:
+    """Why one query of a batch failed: the gRPC code's name and the message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary, or ``failed`` with an empty summary and the reason."""
+
+    summary: str
+    failed: bool
+    failure_reason: str
+    usage: Usage
+
+
+def options_to_proto(o: Options | None) -> pb.Options:
+    """Options -> proto."""
+    if o is None:
+        return pb.Options()
+    t = o.timeouts
+    out = pb.Options(max_tokens=o.max_tokens, timeouts=pb.Timeouts(
+        first_token_s=t.first_token_s, generation_s=t.generation_s, total_s=t.total_s),
+        json_schema=json.dumps(o.json_schema) if o.json_schema is not None else "")
+    if o.temperature is not None:
+        out.temperature = o.temperature
+    return out
+
+
+def reasons_request(query: str, items: Sequence[Item], options: Options | None) -> pb.GenerateReasonsRequest:
+    """A reasons request as proto."""
+    return pb.GenerateReasonsRequest(query=query, options=options_to_proto(options), items=[
+        pb.Item(id=i.id, title=i.title, description=i.description) for i in items])
+
+
+def usage_from_proto(u: pb.Usage) -> Usage:
+    """Proto usage -> domain."""
+    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, ttft_ns=u.ttft_ns,
+                 total_ns=u.total_ns, tokens_per_second=u.tokens_per_second, cost_usd=u.cost_usd,
+                 backend=u.backend, model=u.model, estimated=u.estimated, failed_over=tuple(u.failed_over),
+                 llm_calls=u.llm_calls, instance=u.instance)
+
+
+def reason_from_proto(r: pb.Reason) -> Reason:
+    """Proto reason -> domain (an unset status is None)."""
+    return Reason(item_id=r.item_id, short=r.short, long=r.long, status=REASON_STATUSES.get(r.status),
+                  violations=tuple(r.violations))
+
+
+def reasons_from_proto(resp: pb.GenerateReasonsResponse) -> Reasons:
+    """Proto reasons response -> domain."""
+    return Reasons([reason_from_proto(r) for r in resp.reasons], usage_from_proto(resp.usage))
+
+
+def generation_event(e: pb.GenerateResponse | pb.ChatResponse) -> GenerationEvent:
+    """A Generate or Chat stream event -> domain."""
+    kind = e.WhichOneof("event")
+    if kind == "delta":
+        return Delta(e.delta)
+    if kind == "done":
+        return Done(FINISH_REASONS.get(e.done.finish_reason, "stop"), usage_from_proto(e.done.usage))
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+
+
+def reasons_event(e: pb.GenerateReasonsStreamResponse) -> Reason | ReasonsDone:
+    """A reasons stream event -> domain."""
+    if e.WhichOneof("event") == "reason":
+        return reason_from_proto(e.reason)
+    return ReasonsDone(usage_from_proto(e.done.usage))
+
+
+def outcome_from_proto(o: pb.ReasonsOutcome) -> Reasons | ReasonsError:
+    """One batch outcome -> domain."""
+    if o.WhichOneof("outcome") == "response":
+        return reasons_from_proto(o.response)
+    code, _, message = o.error.partition(": ")
+    return ReasonsError(code, message)
 
 
 class AsyncReasoningClient(HealthCheck):
@@ -29,23 +252,15 @@ class AsyncReasoningClient(HealthCheck):
         self._channel = channel or aio_channel(target)
         self._stub = pb_grpc.ReasoningServiceStub(self._channel)
 
-    async def _stream(self, call) -> AsyncIterator:
+    @staticmethod
+    async def _stream(call, convert: Callable[..., T]) -> AsyncGenerator[T, None]:
         try:
             async for event in call:
-                yield event
+                yield convert(event)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
         finally:
             call.cancel()  # no-op when finished; cancels the RPC when the consumer left early
-
-    def generate(self, request: pb.GenerateRequest,
-                 timeout_s: float | None = None) -> AsyncIterator[pb.GenerateResponse]:
-        """Stream a prompt's answer."""
-        return self._stream(self._stub.Generate(request, timeout=timeout_s or self.timeout_s))
-
-    def chat(self, request: pb.ChatRequest, timeout_s: float | None = None) -> AsyncIterator[pb.ChatResponse]:
-        """Stream a chat turn."""
-        return self._stream(self._stub.Chat(request, timeout=timeout_s or self.timeout_s))
 
     async def _unary(self, method, request, timeout_s: float | None):
         try:
@@ -53,20 +268,55 @@ class AsyncReasoningClient(HealthCheck):
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    async def reasons(self, request: pb.GenerateReasonsRequest,
-                      timeout_s: float | None = None) -> pb.GenerateReasonsResponse:
-        """Reasons for one query's items (one LLM call)."""
-        return await self._unary(self._stub.GenerateReasons, request, timeout_s)
+    def generate(self, prompt: str, *, system: str = "", options: Options | None = None,
+                 timeout_s: float | None = None) -> AsyncGenerator[GenerationEvent, None]:
+        """Stream a prompt's answer: deltas, then one ``Done`` or ``StreamError``."""
+        req = pb.GenerateRequest(prompt=prompt, system=system, options=options_to_proto(options))
+        return self._stream(self._stub.Generate(req, timeout=timeout_s or self.timeout_s), generation_event)
 
-    async def reasons_batch(self, request: pb.GenerateReasonsBatchRequest,
-                            timeout_s: float | None = None) -> pb.GenerateReasonsBatchResponse:
-        """Reasons for several queries, each failing on its own."""
-        return await self._unary(self._stub.GenerateReasonsBatch, request, timeout_s)
+    def chat(self, message: str, *, system: str = "", history: Sequence[Message] = (), session_id: str = "",
+             options: Options | None = None, timeout_s: float | None = None
+             ) -> AsyncGenerator[GenerationEvent, None]:
+        """Stream a chat turn: deltas, then one ``Done`` or ``StreamError``."""
+        req = pb.ChatRequest(system=system, message=message, session_id=session_id, options=options_to_proto(options),
+                             history=[pb.Message(role=ROLES[m.role], content=m.content) for m in history])
+        return self._stream(self._stub.Chat(req, timeout=timeout_s or self.timeout_s), generation_event)
 
-    async def summarize(self, request: pb.SummarizeRequest, timeout_s: float | None = None) -> pb.SummarizeResponse:
-        """A summary, or an explicit empty result."""
-        return await self._unary(self._stub.Summarize, request, timeout_s)
+    async def reasons(self, query: str, items: Sequence[Item], *, options: Options | None = None,
+                      timeout_s: float | None = None) -> Reasons:
+        """Reasons for one query's items (one LLM call, plus a regeneration of the cards that fail the checks)."""
+        req = reasons_request(query, items, options)
+        return reasons_from_proto(await self._unary(self._stub.GenerateReasons, req, timeout_s))
+
+    def reasons_stream(self, query: str, items: Sequence[Item], *, options: Options | None = None,
+                       timeout_s: float | None = None) -> AsyncGenerator[Reason | ReasonsDone, None]:
+        """Each card's reason as soon as it is known (not in the items' order), then ``ReasonsDone``."""
+        r = reasons_request(query, items, options)
+        req = pb.GenerateReasonsStreamRequest(query=r.query, items=r.items, options=r.options)
+        return self._stream(self._stub.GenerateReasonsStream(req, timeout=timeout_s or self.timeout_s),
+                            reasons_event)
+
+    async def reasons_batch(self, requests: Sequence[ReasonsRequest], *,
+                            timeout_s: float | None = None) -> list[Reasons | ReasonsError]:
+        """Reasons for several queries, in order; each query fails on its own."""
+        req = pb.GenerateReasonsBatchRequest(requests=[reasons_request(r.query, r.items, r.options)
+                                                       for r in requests])
+        resp = await self._unary(self._stub.GenerateReasonsBatch, req, timeout_s)
+        return [outcome_from_proto(o) for o in resp.outcomes]
+
+    async def summarize(self, text: str, *, max_sentences: int = 0, options: Options | None = None,
+                        timeout_s: float | None = None) -> Summary:
+        """A summary, or an explicit empty result (``failed``)."""
+        req = pb.SummarizeRequest(text=text, max_sentences=max_sentences, options=options_to_proto(options))
+        resp = await self._unary(self._stub.Summarize, req, timeout_s)
+        return Summary(resp.summary, resp.failed, resp.failure_reason, usage_from_proto(resp.usage))
 
     async def close(self) -> None:
         """Close the channel."""
         await self._channel.close()
+
+    async def __aenter__(self) -> AsyncReasoningClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -46,6 +46,14 @@ class Card(BaseModel):
     payload: dict[str, Any]
     reason_short: str | None
     reason_long: str | None
+    reason_status: Literal["ok", "regenerated", "failed"] | None = Field(
+        None, description="whether the card's reasons passed the checks: `ok` at once, `regenerated` after one "
+                          "regeneration, `failed` (no reason text: reason_short and reason_long are null); null "
+                          "when no reasons were asked for or produced")
+    reason_violations: list[str] = Field(
+        default_factory=list, description="the check kinds the first answer broke (`regenerated`) or the last one "
+                                          "still breaks (`failed`): copy, foreign_item, not_korean, length, "
+                                          "duplicate, repetition, missing")
 
 
 class RecommendResponse(BaseModel):

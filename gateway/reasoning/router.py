@@ -35,12 +35,29 @@ async def recommend(body: api.RecommendRequest, request: Request, dl: Deadline =
     return await _reasoning(request).recommend(body, dl)
 
 
-@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC})
-async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
-    """Recommendations as server-sent events.
+# The operation's OpenAPI text is frozen with contract v1 (gateway/openapi.json compares whole operations),
+# so the `reason` events added since are documented in the docstring below, not in the spec.
+STREAM_DESCRIPTION = ("Recommendations as server-sent events.\n\n`cards` (the search result, at once), then "
+                      "`reasons` (one event with every reason), then `done`;\nor `error` after `cards` when the "
+                      "reasons fail.")
 
-    `cards` (the search result, at once), then `reasons` (one event with every reason), then `done`;
-    or `error` after `cards` when the reasons fail.
+
+@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC}, description=STREAM_DESCRIPTION)
+async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
+    """Recommendations as server-sent events, in this order.
+
+    1. `cards`: `{"cards": [Card], "search_mode", "degraded"}`, the search result at once (no reasons yet).
+    2. `reason`, one per card as soon as the reasoning service has it (a card passes its checks the
+       moment its JSON object closes in the LLM's answer; cards that fail follow after their one
+       regeneration, so the order is not the cards' order): `{"id", "short", "long", "status",
+       "violations"}`, `status` `ok` | `regenerated` | `failed` (`failed`: `short` and `long` empty,
+       `violations` the check kinds still broken).
+    3. `reasons`: `{"reasons": [...]}`, every `reason` again in the cards' order (kept for clients
+       written before the `reason` events).
+    4. `done`: `{"reasons_status": "ok", "usage": LlmUsage}`, or `{"reasons_status": "skipped"}`
+       right after `cards` when `reasons` is false or nothing was found.
+
+    `error` (the ErrorBody shape) replaces 2-4 when the reasons fail (after any `reason` already sent).
     """
     reasoning = _reasoning(request)
     found = await reasoning.cards(body, dl)  # errors before the stream starts are plain HTTP errors

@@ -1,5 +1,7 @@
 """Recommendations, chat and summaries over the reasoning instances (no HTTP here but the SSE framing).
 
+Everything crosses to the reasoning service through :mod:`clients.reasoning`'s domain types.
+
 A session id is routed to one reasoning instance by consistent hashing with bounded loads, so the
 engine behind it keeps the conversation's prefix cached. Every SSE stream ends with an explicit
 ``done`` or ``error`` event; a client that disconnects cancels the gRPC call, which cancels the
@@ -11,12 +13,22 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-
-from mesh.reasoning.v1 import reasoning_pb2 as pb
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from clients.errors import InvalidArgument, MeshClientError
-from clients.reasoning import AsyncReasoningClient
+from clients.reasoning import (
+    AsyncReasoningClient,
+    Delta,
+    Done,
+    GenerationEvent,
+    Item,
+    Message,
+    Options,
+    Reason,
+    Reasons,
+    Timeouts,
+    Usage,
+)
 from gateway.config import GatewaySettings
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error
@@ -26,15 +38,9 @@ from gateway.reasoning.routing import BoundedLoadRing
 from gateway.search.protocol import SearchRequest, SearchResponse
 from gateway.search.serving import Search
 
-KINDS = {pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT: "first_token_timeout", pb.ERROR_KIND_GENERATION_TIMEOUT:
-         "generation_timeout", pb.ERROR_KIND_TOTAL_TIMEOUT: "total_timeout",
-         pb.ERROR_KIND_BACKEND_FAILED: "backend_failed", pb.ERROR_KIND_SCHEMA_VIOLATION: "schema_violation"}
-FINISH = {pb.FINISH_REASON_STOP: "stop", pb.FINISH_REASON_LENGTH: "length"}
-ROLES = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
 
-
-def usage_of(u: pb.Usage) -> api.LlmUsage:
-    """Proto usage -> REST (and its figures into the request's access line and span)."""
+def usage_of(u: Usage) -> api.LlmUsage:
+    """Usage -> REST (and its figures into the request's access line and span)."""
     note(ttft_ms=round(u.ttft_ns / 1e6, 2), tokens_in=u.prompt_tokens, tokens_out=u.completion_tokens,
          llm_backend=u.backend, llm_instance=u.instance, tokens_estimated=u.estimated)
     return api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
@@ -54,20 +60,29 @@ def error_event(err: ApiError | MeshClientError) -> bytes:
     return sse("error", api_err.body.model_dump())
 
 
-def card_list(found: SearchResponse, reasons: dict[str, pb.Reason]) -> list[api.Card]:
-    """Search hits as cards, with their reasons where there are some."""
-    return [api.Card(id=h.id, score=h.score, text=h.text, payload=h.payload,
-                     reason_short=reasons[h.id].short if h.id in reasons else None,
-                     reason_long=reasons[h.id].long if h.id in reasons else None) for h in found.hits]
+def card_list(found: SearchResponse, reasons: dict[str, Reason]) -> list[api.Card]:
+    """Search hits as cards, with their reasons where there are some (a failed card has no text)."""
+    out = []
+    for h in found.hits:
+        r = reasons.get(h.id)
+        out.append(api.Card(id=h.id, score=h.score, text=h.text, payload=h.payload,
+                            reason_short=r.short or None if r else None, reason_long=r.long or None if r else None,
+                            reason_status=r.status if r else None, reason_violations=list(r.violations) if r else []))
+    return out
+
+
+def reason_data(r: Reason) -> dict:
+    """One card's reason as the SSE ``reason`` event's data (and an entry of ``reasons``)."""
+    return {"id": r.item_id, "short": r.short, "long": r.long, "status": r.status, "violations": list(r.violations)}
 
 
 class ChatStream:
     """One chat turn's events as SSE bytes; the ring slot and the RPC are released exactly once."""
 
-    def __init__(self, ring: BoundedLoadRing, target: str, stream: AsyncIterator[pb.ChatResponse]) -> None:
+    def __init__(self, ring: BoundedLoadRing, target: str, stream: AsyncGenerator[GenerationEvent, None]) -> None:
         self.ring, self.target, self.stream = ring, target, stream
         self._released = False
-        self._first: pb.ChatResponse | None = None
+        self._first: GenerationEvent | None = None
 
     async def start(self) -> ChatStream:
         """Wait for the first event: bad input and unreachable services fail here, before any byte is sent."""
@@ -85,7 +100,7 @@ class ChatStream:
         """Close the RPC and free the ring slot (idempotent; also runs when the body never starts)."""
         if not self._released:
             self._released = True
-            await self.stream.aclose()  # type: ignore[attr-defined]
+            await self.stream.aclose()
             self.ring.release(self.target)
 
     async def events(self) -> AsyncIterator[bytes]:
@@ -93,17 +108,15 @@ class ChatStream:
         try:
             event = self._first
             while event is not None:
-                kind = event.WhichOneof("event")
-                if kind == "delta":
-                    yield sse("delta", {"text": event.delta})
-                elif kind == "done":
-                    yield sse("done", {"finish_reason": FINISH.get(event.done.finish_reason, "stop"),
-                                       "usage": usage_of(event.done.usage).model_dump()})
+                if isinstance(event, Delta):
+                    yield sse("delta", {"text": event.text})
+                elif isinstance(event, Done):
+                    yield sse("done", {"finish_reason": event.finish_reason,
+                                       "usage": usage_of(event.usage).model_dump()})
                     return
                 else:
-                    name = KINDS.get(event.error.kind, "backend_failed")
-                    yield error_event(ApiError(504 if name.endswith("timeout") else 503, name, event.error.message,
-                                               retryable=True))
+                    yield error_event(ApiError(504 if event.kind.endswith("timeout") else 503, event.kind,
+                                               event.message, retryable=True))
                     return
                 event = await anext(self.stream, None)
             yield error_event(ApiError(503, "unavailable", "stream ended without done", retryable=True))
@@ -123,27 +136,43 @@ class Reasoning:
         self.settings = settings
         self.search = search
 
-    def timeouts(self, deadline: Deadline) -> pb.Timeouts:
+    def timeouts(self, deadline: Deadline) -> Timeouts:
         """The stage deadlines of a call, bounded by what is left of the request's deadline."""
         left = deadline.check()
         s = self.settings
-        return pb.Timeouts(first_token_s=min(s.reasoning_first_token_s, left),
-                           generation_s=min(s.reasoning_generation_s, left), total_s=min(s.reasoning_total_s, left))
+        return Timeouts(first_token_s=min(s.reasoning_first_token_s, left),
+                        generation_s=min(s.reasoning_generation_s, left), total_s=min(s.reasoning_total_s, left))
 
     async def cards(self, body: api.RecommendRequest, deadline: Deadline) -> SearchResponse:
         """The search behind a recommendation."""
         return await self.search.search(SearchRequest(collection=body.collection, query=body.query, top_k=body.top_k,
                                                       filter=body.filter), deadline)
 
-    async def reasons(self, body: api.RecommendRequest, found: SearchResponse,
-                      deadline: Deadline) -> pb.GenerateReasonsResponse:
-        """One LLM call for every card's reasons, on the query's (or session's) instance."""
-        items = [pb.Item(id=h.id, title=h.text[:300], description=", ".join(
+    @staticmethod
+    def items(found: SearchResponse) -> list[Item]:
+        """The search hits as items to explain (title and a payload digest, each capped)."""
+        return [Item(id=h.id, title=h.text[:300], description=", ".join(
             f"{k}: {v}" for k, v in h.payload.items() if isinstance(v, str | int | float))[:300]) for h in found.hits]
-        req = pb.GenerateReasonsRequest(query=body.query, items=items, options=pb.Options(
-            timeouts=self.timeouts(deadline)))
+
+    async def reasons(self, body: api.RecommendRequest, found: SearchResponse, deadline: Deadline) -> Reasons:
+        """One LLM call for every card's reasons, on the query's (or session's) instance."""
+        options = Options(timeouts=self.timeouts(deadline))
         with self.ring.hold(body.session_id or body.query) as target:
-            return await self.clients[target].reasons(req, timeout_s=deadline.check())
+            return await self.clients[target].reasons(body.query, self.items(found), options=options,
+                                                      timeout_s=deadline.check())
+
+    async def reason_events(self, body: api.RecommendRequest, found: SearchResponse,
+                            deadline: Deadline) -> AsyncGenerator[Reason | Usage, None]:
+        """Each card's reason as soon as the instance knows it, then the usage (the ring slot held meanwhile)."""
+        options = Options(timeouts=self.timeouts(deadline))
+        with self.ring.hold(body.session_id or body.query) as target:
+            stream = self.clients[target].reasons_stream(body.query, self.items(found), options=options,
+                                                         timeout_s=deadline.check())
+            try:
+                async for event in stream:
+                    yield event if isinstance(event, Reason) else event.usage
+            finally:
+                await stream.aclose()  # cancels the RPC (and the LLM request) when the client left early
 
     async def recommend(self, body: api.RecommendRequest, deadline: Deadline) -> api.RecommendResponse:
         """Cards, with reasons unless they fail (then ``reasons_status: failed``, never a failed request)."""
@@ -163,40 +192,53 @@ class Reasoning:
 
     async def recommend_events(self, body: api.RecommendRequest, found: SearchResponse,
                                deadline: Deadline) -> AsyncIterator[bytes]:
-        """``cards`` at once, then ``reasons`` and ``done`` (or ``error``)."""
+        """``cards`` at once, one ``reason`` per card as it is known, ``reasons`` (all), ``done``; or ``error``."""
         yield sse("cards", {"cards": [c.model_dump() for c in card_list(found, {})], "search_mode": found.mode,
                             "degraded": found.degraded})
         if not body.reasons or not found.hits:
             yield sse("done", {"reasons_status": "skipped"})
             return
+        got: dict[str, Reason] = {}
+        usage: Usage | None = None
+        events = self.reason_events(body, found, deadline)
         try:
-            resp = await self.reasons(body, found, deadline)
+            async for event in events:
+                if isinstance(event, Reason):
+                    got[event.item_id] = event
+                    yield sse("reason", reason_data(event))
+                else:
+                    usage = event
         except (MeshClientError, ApiError) as err:
             yield error_event(err)
             return
-        yield sse("reasons", {"reasons": [{"id": r.item_id, "short": r.short, "long": r.long} for r in resp.reasons]})
-        yield sse("done", {"reasons_status": "ok", "usage": usage_of(resp.usage).model_dump()})
+        finally:
+            await events.aclose()
+        if usage is None:
+            yield error_event(ApiError(503, "unavailable", "the reasons stream ended without done", retryable=True))
+            return
+        yield sse("reasons", {"reasons": [reason_data(got[h.id]) for h in found.hits if h.id in got]})
+        yield sse("done", {"reasons_status": "ok", "usage": usage_of(usage).model_dump()})
 
     async def chat(self, body: api.ChatRequest, deadline: Deadline) -> ChatStream:
         """Open a chat turn on the session's instance; started (first event in hand) or raised."""
-        options = pb.Options(max_tokens=body.max_tokens or 0, timeouts=self.timeouts(deadline))
-        if body.temperature is not None:
-            options.temperature = body.temperature
-        req = pb.ChatRequest(system=body.system, message=body.message, session_id=body.session_id, options=options,
-                             history=[pb.Message(role=ROLES[m.role], content=m.content) for m in body.history])
+        options = Options(max_tokens=body.max_tokens or 0, temperature=body.temperature,
+                          timeouts=self.timeouts(deadline))
+        history = [Message(m.role, m.content) for m in body.history]
         target = self.ring.acquire(body.session_id)
-        return await ChatStream(self.ring, target, self.clients[target].chat(req, timeout_s=deadline.check())).start()
+        stream = self.clients[target].chat(body.message, system=body.system, history=history,
+                                           session_id=body.session_id, options=options, timeout_s=deadline.check())
+        return await ChatStream(self.ring, target, stream).start()
 
     async def summarize(self, body: api.SummaryRequest, deadline: Deadline) -> api.SummaryResponse:
         """A summary within the summary deadline, or ``failed`` with an empty summary (bad input is a 400)."""
         key = body.session_id or uuid.uuid5(uuid.NAMESPACE_OID, body.text[:200]).hex
         total = min(self.settings.summary_timeout_s, deadline.check())
-        req = pb.SummarizeRequest(text=body.text, max_sentences=body.max_sentences, options=pb.Options(
-            timeouts=pb.Timeouts(total_s=total, first_token_s=total, generation_s=total)))
+        options = Options(timeouts=Timeouts(total_s=total, first_token_s=total, generation_s=total))
         start = time.perf_counter()
         with self.ring.hold(key) as target:
             try:
-                resp = await self.clients[target].summarize(req, timeout_s=total + 1.0)
+                resp = await self.clients[target].summarize(body.text, max_sentences=body.max_sentences,
+                                                            options=options, timeout_s=total + 1.0)
             except InvalidArgument:
                 raise
             except MeshClientError as err:

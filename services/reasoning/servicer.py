@@ -13,7 +13,7 @@ from services.reasoning.backends.base import GenerationParams
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
-from services.reasoning.reasons import ItemIn, ReasonWriter
+from services.reasoning.reasons import ItemIn, ReasonOut, ReasonWriter
 
 KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
          "generation_timeout": pb.ERROR_KIND_GENERATION_TIMEOUT,
@@ -21,6 +21,8 @@ KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
          "schema_violation": pb.ERROR_KIND_SCHEMA_VIOLATION}
 FINISH = {"stop": pb.FINISH_REASON_STOP, "length": pb.FINISH_REASON_LENGTH}
 ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
+STATUSES = {"ok": pb.REASON_STATUS_OK, "regenerated": pb.REASON_STATUS_REGENERATED,
+            "failed": pb.REASON_STATUS_FAILED}
 
 
 class ReasoningServicer:
@@ -66,6 +68,12 @@ class ReasoningServicer:
             raise Overloaded(f"{self.inflight} calls in flight", retry_after_s=1.0)
 
     # -- mapping -------------------------------------------------------------------------------
+
+    @staticmethod
+    def reason(r: ReasonOut) -> pb.Reason:
+        """ReasonOut -> proto (a failed card's texts are already empty)."""
+        return pb.Reason(item_id=r.item_id, short=r.short, long=r.long, status=STATUSES[r.status],
+                         violations=list(r.violations))
 
     def usage(self, u: Usage) -> pb.Usage:
         """Usage -> proto."""
@@ -148,27 +156,44 @@ class ReasoningServicer:
         async for out in self._events(pb.ChatResponse, messages, params, timeouts):
             yield out
 
-    async def _reasons(self, request, field: str = "") -> pb.GenerateReasonsResponse:
+    def _reasons_args(self, request, field: str = "") -> dict:
+        """A reasons request's validated arguments for :class:`ReasonWriter` (raises InvalidInput)."""
         violations: list[Violation] = []
         self._text(f"{field}query", request.query, violations, required=False)
         params = self._params(request.options, violations, default_max=2048)
         timeouts = self._timeouts(request.options, violations)
         if violations:
             raise InvalidInput("invalid reasons request", violations)
-        items = [ItemIn(i.id, i.title, i.description) for i in request.items]
+        return {"query": request.query, "items": [ItemIn(i.id, i.title, i.description) for i in request.items],
+                "max_tokens": request.options.max_tokens, "temperature": params.temperature, "timeouts": timeouts}
+
+    async def _reasons(self, request, field: str = "") -> pb.GenerateReasonsResponse:
+        args = self._reasons_args(request, field)
         self._admit()
         self.inflight += 1
         try:
-            reasons, usage = await self.reasons.write(request.query, items, max_tokens=request.options.max_tokens,
-                                                      temperature=params.temperature, timeouts=timeouts)
+            reasons, usage = await self.reasons.write(**args)
         finally:
             self.inflight -= 1
-        return pb.GenerateReasonsResponse(reasons=[pb.Reason(item_id=r.item_id, short=r.short, long=r.long)
-                                                   for r in reasons], usage=self.usage(usage))
+        return pb.GenerateReasonsResponse(reasons=[self.reason(r) for r in reasons], usage=self.usage(usage))
 
     async def GenerateReasons(self, request, context):  # noqa: N802
         """Reasons for one query, one LLM call."""
         return await self._reasons(request)
+
+    async def GenerateReasonsStream(self, request, context):  # noqa: N802
+        """Reasons for one query, each card as soon as it is known, then ``done``."""
+        args = self._reasons_args(request)
+        self._admit()
+        self.inflight += 1
+        try:
+            async for event in self.reasons.stream(**args):
+                if isinstance(event, ReasonOut):
+                    yield pb.GenerateReasonsStreamResponse(reason=self.reason(event))
+                else:
+                    yield pb.GenerateReasonsStreamResponse(done=pb.ReasonsDone(usage=self.usage(event)))
+        finally:
+            self.inflight -= 1
 
     async def GenerateReasonsBatch(self, request, context):  # noqa: N802
         """Reasons for several queries; each query's failure is its own."""

@@ -92,17 +92,27 @@ async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
     r = await real_gw.post("/v1/recommendations", json={"collection": "rec", "query": "비 오는 날 선물", "top_k": 2})
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["reasons_status"] == "ok" and len(out["cards"]) == 2
-    assert all(bool(c["reason_short"]) == bool(c["reason_long"]) for c in out["cards"])  # text, or none (failed checks)
+    assert out["reasons_status"] == "ok" and len(out["cards"]) == 2, out
+    for card in out["cards"]:  # text that passed the checks, or none at all (failed checks)
+        assert card["reason_status"] in ("ok", "regenerated", "failed")
+        assert (card["reason_short"] is None) == (card["reason_long"] is None) == (card["reason_status"] == "failed")
+        assert bool(card["reason_violations"]) == (card["reason_status"] != "ok")
     assert 1 <= out["usage"]["llm_calls"] <= 2  # one call, plus one regeneration of cards that failed the checks
 
 
-async def test_recommendations_stream_cards_first_then_reasons_then_done(real_gw):
+async def test_recommendations_stream_cards_first_then_a_reason_per_card_then_reasons_then_done(real_gw):
     r = await real_gw.post("/v1/recommendations:stream", json={"collection": "rec", "query": "장마 준비", "top_k": 2})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = parse_sse(r.text)
-    assert [e for e, _ in events] == ["cards", "reasons", "done"]
-    assert {x["id"] for x in events[1][1]["reasons"]} == {c["id"] for c in events[0][1]["cards"]}
+    assert [e for e, _ in events] == ["cards", "reason", "reason", "reasons", "done"]
+    ids = [c["id"] for c in events[0][1]["cards"]]
+    assert all(c["reason_status"] is None for c in events[0][1]["cards"])  # no reasons yet
+    assert sorted(data["id"] for _, data in events[1:3]) == sorted(ids)
+    assert [x["id"] for x in events[3][1]["reasons"]] == ids  # every reason again, in the cards' order
+    assert sorted(events[3][1]["reasons"], key=lambda x: x["id"]) == sorted([d for _, d in events[1:3]],
+                                                                            key=lambda x: x["id"])
+    assert all(x["status"] in ("ok", "regenerated", "failed") for x in events[3][1]["reasons"])
+    assert events[-1][1]["reasons_status"] == "ok" and events[-1][1]["usage"]["llm_calls"] >= 1
 
 
 async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(real_gw):
@@ -177,3 +187,51 @@ async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
             await svc.close()
         for s in standins:
             s.close()
+
+
+def reasons_answer(**cards: tuple[str, str]) -> dict:
+    """A stand-in's script entry: a reasons JSON answer, streamed in two pieces."""
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
+                      ensure_ascii=False)
+    return {"chunks": [text[:40], text[40:]]}
+
+
+async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
+    """r2's reason copies its item twice (the answer and its regeneration): that card alone is failed."""
+    good = {"r1": ("창가에서 천천히 넘기기 좋은 책 선물", "빗소리를 들으며 하루를 보내기에 알맞은 이야기입니다. "
+                   "조용한 오후에 차 한 잔과 함께 읽으면 마음이 편안해집니다."),
+            "r3": ("이직을 꿈꾸는 친구에게 건네는 실용적인 선물", "밖에 나가기 어려운 날 차분히 앉아 다음 도전을 "
+                   "준비하게 돕습니다. 실전 감각을 미리 익혀 두면 자신감이 생깁니다.")}
+    copy = ("장마철 우산과 방수 장화 세트", "장마철 우산과 방수 장화 세트, 잡화로 분류된 상품입니다.")
+    first, again = reasons_answer(r1=good["r1"], r2=copy, r3=good["r3"]), reasons_answer(r2=copy)
+    standin = ChatStandIn([first, again, first, again])  # the JSON route's two calls, then the stream's
+    svc = await start_reasoning(backends=[OpenAIBackend("s", standin.url, "standin")])
+    app = app_for(*catalog, f"127.0.0.1:{svc.port}")
+    body = {"collection": "rec", "query": "비 오는 날 선물", "top_k": 3}
+    try:
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+                r = await http.post("/v1/recommendations", json=body)
+                assert r.status_code == 200 and r.json()["reasons_status"] == "ok", r.text
+                cards = {c["id"]: c for c in r.json()["cards"]}
+                assert set(cards) == {"r1", "r2", "r3"}
+                failed = cards["r2"]
+                assert failed["reason_status"] == "failed" and "copy" in failed["reason_violations"]
+                assert failed["reason_short"] is None and failed["reason_long"] is None
+                assert (cards["r1"]["reason_status"], cards["r1"]["reason_short"], cards["r1"]["reason_violations"]) \
+                    == ("ok", good["r1"][0], [])
+                assert r.json()["usage"]["llm_calls"] == 2
+
+                r = await http.post("/v1/recommendations:stream", json=body)
+                events = parse_sse(r.text)
+                assert [e for e, _ in events] == ["cards", "reason", "reason", "reason", "reasons", "done"]
+                streamed = [(d["id"], d["status"]) for _, d in events[1:4]]
+                assert streamed[2] == ("r2", "failed")  # after its regeneration, behind the cards that passed
+                assert sorted(streamed[:2]) == [("r1", "ok"), ("r3", "ok")]
+                assert events[1][1]["short"] in (good["r1"][0], good["r3"][0])
+                assert "copy" in events[3][1]["violations"] and events[3][1]["short"] == ""
+                assert [x["id"] for x in events[4][1]["reasons"]] == [c["id"] for c in events[0][1]["cards"]]
+                assert events[-1][1]["usage"]["llm_calls"] == 2
+    finally:
+        await svc.close()
+        standin.close()

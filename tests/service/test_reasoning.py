@@ -1,6 +1,8 @@
 """Reasoning service on port 0: against the real llama.cpp server (stream shape, usage, reasons,
 cancellation) and against scripted stand-ins where a failure must be injected (stalls, broken
-streams, schema-breaking answers). Assertions are on structure, never on wording."""
+streams, schema-breaking answers, cards that break the checks). Assertions are on structure, never on
+wording. The wire shape is read from the stubs; per-card statuses and the reasons stream through the
+typed client (clients/reasoning.py), which is what callers use."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 from prometheus_client import CollectorRegistry
 
+from clients.errors import InvalidArgument
+from clients.reasoning import AsyncReasoningClient, Item, Options, Reason, ReasonsDone, ReasonsError, ReasonsRequest
+from clients.reasoning import Timeouts as ClientTimeouts
 from services.reasoning.backends.base import INFLIGHT
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.checks import check_reason
@@ -40,12 +45,24 @@ async def start(backends=None, **overrides):
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def real(llm_server):
+async def real_service(llm_server):
     svc, channel, stub = await start(backend_url=llm_server.base_url)
     await svc.warm_up()
-    yield stub
+    yield stub, AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel)
     await channel.close()
     await svc.close()
+
+
+@pytest.fixture
+def real(real_service):
+    return real_service[0]
+
+
+def passes_checks(reason, items, query: str) -> bool:
+    item = next(i for i in items if i.id == reason.item_id)
+    others = [(o.title, o.description) for o in items if o.id != item.id]
+    return check_reason(reason.short, reason.long, title=item.title, description=item.description, query=query,
+                        others=others) == []
 
 
 async def collect(call) -> list:
@@ -90,14 +107,29 @@ async def test_reasons_for_all_items_in_one_call(real):
     resp = await real.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날 읽기 좋은 책", items=ITEMS,
                                                                 options=SLOW), timeout=300)
     assert [r.item_id for r in resp.reasons] == ["b1", "b2"]
-    for reason, item in zip(resp.reasons, ITEMS, strict=True):
-        if reason.short:  # shown to the user: it passed every check
-            others = [(o.title, o.description) for o in ITEMS if o.id != item.id]
-            assert check_reason(reason.short, reason.long, title=item.title, description=item.description,
-                                query="비 오는 날 읽기 좋은 책", others=others) == [], reason
-        else:  # still failing after its regeneration: no text at all, never the failing one
-            assert reason.long == ""
+    for reason in resp.reasons:
+        if reason.status == pb.REASON_STATUS_FAILED:  # still failing after its regeneration: no text at all
+            assert reason.short == reason.long == "" and reason.violations
+        else:  # shown to the user: it passed every check
+            assert reason.status in (pb.REASON_STATUS_OK, pb.REASON_STATUS_REGENERATED), reason
+            assert passes_checks(reason, ITEMS, "비 오는 날 읽기 좋은 책"), reason
+            assert bool(reason.violations) == (reason.status == pb.REASON_STATUS_REGENERATED)
     assert 1 <= resp.usage.llm_calls <= 4  # one call; a schema retry and one regeneration (and its retry)
+
+
+async def test_reasons_stream_sends_every_card_once_then_done(real_service):
+    _, client = real_service
+    items = [Item(i.id, i.title, i.description) for i in ITEMS]
+    events = [e async for e in client.reasons_stream(
+        "비 오는 날 읽기 좋은 책", items, options=Options(timeouts=ClientTimeouts(120, 120, 240)), timeout_s=300)]
+    cards, done = events[:-1], events[-1]
+    assert isinstance(done, ReasonsDone) and all(isinstance(c, Reason) for c in cards)
+    assert sorted(c.item_id for c in cards) == ["b1", "b2"]
+    for card in cards:
+        assert card.status in ("ok", "regenerated", "failed")
+        assert (card.short == "") == (card.status == "failed")
+        assert card.status == "failed" or passes_checks(card, items, "비 오는 날 읽기 좋은 책")
+    assert 1 <= done.usage.llm_calls <= 4 and done.usage.completion_tokens > 0 and done.usage.instance
 
 
 async def test_cancelled_caller_cancels_the_backend_request(real):
@@ -162,13 +194,14 @@ async def standins():
     made: list[ObservedChatStandIn] = []
     services = []
 
-    async def make(*scripts: list[dict], **overrides):
+    async def make(*scripts: list[dict], client: bool = False, **overrides):
+        """A service over one stand-in per script: (its stub, or the typed client with ``client``; the stand-ins)."""
         ins = [ObservedChatStandIn(s) for s in scripts]
         made.extend(ins)
         backends = [OpenAIBackend(f"s{i}", s.url, "standin") for i, s in enumerate(ins)]
         svc, channel, stub = await start(backends, **overrides)
         services.append((svc, channel))
-        return stub, ins
+        return (AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel) if client else stub), ins
 
     yield make
     for svc, channel in services:
@@ -258,13 +291,69 @@ async def test_reasons_retry_once_on_a_schema_violation_then_fail_typed(standins
 
 async def test_batch_isolates_each_query(standins):
     good = json.dumps({"reasons": [{"id": "x", "short": "s", "long": "l"}]})
-    stub, _ = await standins([{"chunks": [good]}])
-    resp = await stub.GenerateReasonsBatch(pb.GenerateReasonsBatchRequest(requests=[
-        pb.GenerateReasonsRequest(query="첫째", items=[pb.Item(id="x", title="t")]),
-        pb.GenerateReasonsRequest(query="둘째", items=[]),
-        pb.GenerateReasonsRequest(query="셋째", items=[pb.Item(id="x", title="t")])]))
-    kinds = [o.WhichOneof("outcome") for o in resp.outcomes]
-    assert kinds == ["response", "error", "response"] and "INVALID_ARGUMENT" in resp.outcomes[1].error
+    client, _ = await standins([{"chunks": [good]}], client=True)
+    outcomes = await client.reasons_batch([ReasonsRequest("첫째", [Item("x", "t")]), ReasonsRequest("둘째", []),
+                                           ReasonsRequest("셋째", [Item("x", "t")])])
+    assert [type(o).__name__ for o in outcomes] == ["Reasons", "ReasonsError", "Reasons"]
+    error = outcomes[1]
+    assert isinstance(error, ReasonsError) and error.code == "INVALID_ARGUMENT" and "items" in error.message
+    # "s" / "l" break the checks (too short, not Korean) in both answers: failed cards, with the kinds named.
+    first = outcomes[0].reasons[0]  # type: ignore[union-attr]
+    assert (first.status, first.short, first.long) == ("failed", "", "") and "length" in first.violations
+
+
+def reasons_answer(**cards: tuple[str, str]) -> dict:
+    """A stand-in's script entry: a reasons JSON answer, streamed in two pieces."""
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
+                      ensure_ascii=False)
+    return {"chunks": [text[:30], text[30:]]}
+
+
+GOOD = {"b1": ("창밖 빗소리와 어울리는 잔잔한 소설",
+               "조용히 흘러가는 성장 이야기라 비 오는 오후에 천천히 읽기 좋습니다. "
+               "긴 장편이라 하루를 온전히 맡길 수 있습니다."),
+        "b2": ("비 오는 날 아이와 함께 넘겨 보는 그림책",
+               "창밖 비를 보며 우산 쓴 고양이를 함께 찾아보기 좋습니다. 그림이 많아 어린 아이도 금방 빠져듭니다.")}
+COPY = ("빗소리 도서관", "장편소설, 잔잔한 성장 이야기를 담은 빗소리 도서관입니다.")
+
+
+async def test_each_card_carries_its_status_and_violations(standins):
+    # b1 copies its item twice (the first answer and its regeneration); b2 passes at once.
+    client, (s,) = await standins([reasons_answer(b1=COPY, b2=GOOD["b2"]), reasons_answer(b1=COPY)], client=True)
+    items = [Item(i.id, i.title, i.description) for i in ITEMS]
+    out = await client.reasons("비 오는 날", items)
+    failed, ok = out.reasons
+    assert (failed.item_id, failed.status, failed.short, failed.long) == ("b1", "failed", "", "")
+    assert "copy" in failed.violations
+    assert (ok.item_id, ok.status, ok.short, ok.violations) == ("b2", "ok", GOOD["b2"][0], ())
+    assert out.usage.llm_calls == 2 and len(s.requests) == 2
+
+
+async def test_reasons_stream_sends_a_card_before_the_answer_ends(standins):
+    text = json.dumps({"reasons": [{"id": k, "short": sh, "long": lg} for k, (sh, lg) in GOOD.items()]},
+                      ensure_ascii=False)
+    cut = text.index('{"id": "b2"')
+    # The stand-in stalls after the first card (until its client goes away).
+    client, (s,) = await standins([{"chunks": [text[:cut], text[cut:]], "stall_after": 1}], client=True)
+    items = [Item(i.id, i.title, i.description) for i in ITEMS]
+    events = client.reasons_stream("비 오는 날", items)
+    first = await anext(events)
+    assert isinstance(first, Reason) and (first.item_id, first.status, first.short) == ("b1", "ok", GOOD["b1"][0])
+    await events.aclose()  # the caller leaves: the RPC is cancelled, and the LLM request behind it
+    assert await s.wait_cut_short()
+
+
+async def test_reasons_stream_sends_regenerated_cards_after_the_passing_ones(standins):
+    client, (s,) = await standins([reasons_answer(b1=COPY, b2=GOOD["b2"]), reasons_answer(b1=GOOD["b1"])],
+                                  client=True)
+    items = [Item(i.id, i.title, i.description) for i in ITEMS]
+    events = [e async for e in client.reasons_stream("비 오는 날", items)]
+    assert [(e.item_id, e.status) for e in events[:-1]] == [("b2", "ok"), ("b1", "regenerated")]  # type: ignore
+    assert "copy" in events[1].violations and events[1].short == GOOD["b1"][0]  # type: ignore[union-attr]
+    assert isinstance(events[-1], ReasonsDone) and events[-1].usage.llm_calls == 2
+    with pytest.raises(InvalidArgument) as info:
+        [e async for e in client.reasons_stream("비 오는 날", [])]
+    assert [v.field for v in info.value.violations] == ["items"]
 
 
 async def test_summary_times_out_to_an_explicit_empty_result_without_retry(standins):

@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import grpc
 import pytest
-from mesh.reasoning.v1 import reasoning_pb2 as pb
-from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
 
+from clients.reasoning import AsyncReasoningClient, Options, Timeouts
 from scripts.processes import start_process
 
 pytestmark = pytest.mark.slow
@@ -21,20 +19,17 @@ def test_sigterm_mid_stream_finishes_the_stream_then_exits(llm_server):
                                "--grace-period-s", "60", timeout_s=120)
     try:
         async def scenario() -> list[str]:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = pb_grpc.ReasoningServiceStub(channel)
+            async with AsyncReasoningClient(f"127.0.0.1:{port}", timeout_s=180) as client:
                 kinds = []
-                call = stub.Generate(pb.GenerateRequest(prompt="서울을 한 문장으로 소개해 주세요.", options=pb.Options(
-                    max_tokens=16, timeouts=pb.Timeouts(first_token_s=60, generation_s=60, total_s=120))))
-                async for event in call:
-                    kind = event.WhichOneof("event")
+                async for event in client.generate("서울을 한 문장으로 소개해 주세요.", options=Options(
+                        max_tokens=16, timeouts=Timeouts(first_token_s=60, generation_s=60, total_s=120))):
                     if not kinds:
                         proc.send_signal(signal.SIGTERM)  # stop while the stream is open
-                    kinds.append(kind)
+                    kinds.append(type(event).__name__)
                 return kinds
 
         kinds = asyncio.run(scenario())
-        assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"}
+        assert kinds[-1] == "Done" and set(kinds[:-1]) == {"Delta"}
         assert proc.wait(60) == 0
     finally:
         if proc.poll() is None:
