@@ -20,7 +20,8 @@ done_stamp() { mv "$STAMPS/$1.want" "$STAMPS/$1"; }
 #    their own); Tesseract's Korean/English models (tesserocr bundles the engine); Korean fonts for the
 #    OCR test and bench images; Prometheus and Alertmanager (promtool, amtool) for infra/observability;
 #    Chromium for the headless screenshot test of the gateway's /docs page.
-APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum prometheus prometheus-alertmanager chromium)
+APT_PACKAGES=(redis-server tesseract-ocr tesseract-ocr-kor fonts-nanum prometheus prometheus-alertmanager chromium
+              cmake g++)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -53,15 +54,15 @@ if need_stamp triton infra/triton/requirements.txt; then
   done_stamp triton
 fi
 
-# 3b. The LLM server's own environment: llama-cpp-python[server] compiles once (5-12 min on two cores;
-#     pip caches the built wheel, so later set-ups and CI take seconds). GGML_NATIVE=OFF makes a wheel
-#     that also runs on other CPUs.
-if [[ ! -x .venv-llm/bin/python ]]; then say "creating .venv-llm"; "$PY" -m venv .venv-llm; fi
-if need_stamp llm infra/llm/requirements.txt; then
-  say "installing the LLM server (llama-cpp-python; compiles on first install, ~5-12 min)"
-  .venv-llm/bin/python -m pip install -q --upgrade pip
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv-llm/bin/python -m pip install -q -r infra/llm/requirements.txt
-  done_stamp llm
+# 3b. The embedded LLM server: llama.cpp's own llama-server (C++), built once for this CPU's instruction
+#     sets from the pinned sources (infra/llm/build_server.sh, ~8-10 min on two cores; cached per version
+#     and flags under ~/.cache/korean-mesh, so later set-ups and CI take seconds) and linked as .llama-server.
+if need_stamp llm infra/llm/requirements.txt infra/llm/build_server.sh infra/llm/cmake_args.sh \
+    <(echo "${CMAKE_ARGS:-}") || [[ ! -x .llama-server/bin/llama-server ]]; then
+  say "building the LLM server (llama-server for this CPU; cached after the first build)"
+  LLM_SERVER_DIR=$(infra/llm/build_server.sh)
+  ln -sfn "$LLM_SERVER_DIR" .llama-server
+  if [[ -f "$STAMPS/llm.want" ]]; then done_stamp llm; fi
 fi
 
 # 3c. The ops view's own environment (scripts/run_ops.py, `make ops`): Arize Phoenix, the trace UI that

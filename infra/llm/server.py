@@ -1,8 +1,10 @@
-"""Start the embedded LLM server: llama-cpp-python's OpenAI-compatible server in ``.venv-llm``.
+"""Start the embedded LLM server: llama.cpp's own OpenAI-compatible ``llama-server``.
 
 ``python -m infra.llm.server --port 8081`` (Ctrl-C stops it). The server streams SSE, honours
-``response_format: {"type": "json_object", "schema": ...}`` with a grammar, and reuses the KV cache
-of the longest common prompt prefix, so append-only chat prompts stay cheap.
+``response_format: {"type": "json_object", "schema": ...}`` (and ``json_schema``) with a grammar, and
+reuses the KV cache of the longest common prompt prefix, so append-only chat prompts stay cheap.
+``scripts/setup.sh`` builds the binary for this CPU (infra/llm/build_server.sh) and links its folder
+as ``.llama-server/``; ``MESH_LLAMA_SERVER`` names another binary.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROG = "python -m infra.llm.server"
 
 
-def llm_venv() -> Path:
-    """The LLM server's own virtual environment, made by ``scripts/setup.sh``."""
-    return Path(os.environ.get("MESH_LLM_VENV", ROOT / ".venv-llm"))
+def llama_server_binary() -> Path:
+    """The llama-server binary ``scripts/setup.sh`` built (``MESH_LLAMA_SERVER`` overrides)."""
+    return Path(os.environ.get("MESH_LLAMA_SERVER", ROOT / ".llama-server" / "bin" / "llama-server"))
 
 
 @dataclass
@@ -59,19 +61,18 @@ def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096
     if not gguf.exists():
         raise LaunchError(f"model file {gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
                           "(scripts/setup.sh does)")
-    python = llm_venv() / "bin" / "python"
-    if not python.exists():
-        raise LaunchError(f"the LLM server's environment {llm_venv().name}/ is missing: run scripts/setup.sh")
+    binary = llama_server_binary()
+    if not binary.exists():
+        raise LaunchError(f"the LLM server binary {binary} is missing: run scripts/setup.sh "
+                          "(it builds llama-server for this CPU)")
     require_free_port(port, "LLM server")
     log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"mesh-llm-{port}.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", model,
-                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-                                 "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose",
-                                 "False",
-                                 # Queue concurrent requests instead of cutting the running one short (the
-                                 # default stops a stream, with no finish reason, when another request arrives).
-                                 "--interrupt_requests", "False"],
+        # One slot: concurrent requests queue behind the running one (on two cores, parallel slots
+        # only share the same cores); the web UI is off (an API server only).
+        proc = subprocess.Popen([str(binary), "--model", str(gguf), "--alias", model, "--host", "127.0.0.1",
+                                 "--port", str(port), "--ctx-size", str(n_ctx), "--threads", str(threads),
+                                 "--threads-batch", str(threads), "--parallel", "1", "--no-ui"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = LlmServer(proc, port, model, log_path)
     try:
@@ -90,7 +91,9 @@ def _wait_answering(server: LlmServer, timeout_s: float) -> None:
             tail = last_line(log_path.read_text(errors="replace"))
             raise LaunchError(f"LLM server exited ({proc.returncode}) on port {port}: {tail} (log: {log_path})")
         try:
-            answered = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1.0).status_code == 200
+            # /health answers 503 while the model loads, 200 once requests can run.
+            answered = all(httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1.0).status_code == 200
+                           for path in ("/health", "/v1/models"))
         except httpx.HTTPError:
             answered = False
         if answered and owns_port(proc.pid, port):
