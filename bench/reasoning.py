@@ -315,8 +315,8 @@ def report_lines(args, res: dict) -> list[str]:
     lines = [
         "# Reasoning bench", "", f"Run {now} with `{command}`.", "",
         f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
-        f"- LLM: `{model.name}` ({model.upstream}, GGUF Q4_K_M, {model.size / 1e9:.2f} GB) on llama-cpp-python's "
-        "server (llama.cpp), 2 threads, n_ctx 4096; the reasoning service and a gateway as processes, the "
+        f"- LLM: `{model.name}` ({model.upstream}, GGUF Q4_K_M, {model.size / 1e9:.2f} GB) on llama.cpp's own "
+        "llama-server, 2 threads, n_ctx 4096; the reasoning service and a gateway as processes, the "
         "service called through its typed client.", ""]
     if "paths" in res:
         p = res["paths"]

@@ -203,19 +203,74 @@ class ReasonWriter:
         """The same cards as :meth:`write`, each as soon as it is known, then the usage.
 
         A card that passes its checks is yielded the moment its JSON object closes in the stream; the
-        cards that fail, or that the answer never completed, follow after one regeneration call
-        (``regenerated`` or ``failed``). The order is therefore not the items' order.
+        cards that fail, or that the answer never completed, are regenerated in one more streamed call
+        and each is yielded as its JSON object closes there (``regenerated``), the rest at its end
+        (``failed``). The order is therefore not the items' order.
         """
         validate_request(query, items)
         start = time.perf_counter()
         total = Usage(llm_calls=0)
-        schema = reasons_schema([i.id for i in items], self.rules.short_chars[1], self.rules.long_chars[1])
-        budget = max_tokens or min(2048, 64 + TOKENS_PER_ITEM * len(items))
-        messages = self.prompt(query, [(i.id, i.title, i.description) for i in items], False, None)
-        pending = {item.id: item for item in items}
         failing: dict[str, list[Finding]] = {}
-        scanner = CardScanner()
+        failure: list[Failed] = []
+        pending = {item.id: item for item in items}
         shown = 0
+        async for item, reason in self._cards(query, items, pending, max_tokens=max_tokens, temperature=temperature,
+                                              timeouts=timeouts, total=total, failure=failure):
+            found = self.check(query, items, [reason], subset=[item]) if reason else \
+                {item.id: [Finding("missing", "both", "short와 long을 모두 쓰세요")]}
+            if found or reason is None:
+                failing.update(found)
+            else:
+                shown += 1
+                CARDS.labels("ok").inc()
+                yield reason
+        if failure and not shown and not failing:
+            raise_for(failure[0])
+        for item_id in pending:
+            failing[item_id] = [Finding("missing", "both", "이 카드의 답이 없었습니다. 빠짐없이 쓰세요")]
+        if not failing:
+            yield total
+            return
+        first = {item_id: tuple(sorted({f.kind for f in findings})) for item_id, findings in failing.items()}
+        redo = {item.id: item for item in items if item.id in failing}
+        left = timeouts.total_s - (time.perf_counter() - start)
+        if left >= MIN_REGENERATION_S:
+            again = Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)
+            notes = {item_id: [f.detail for f in findings] for item_id, findings in failing.items()}
+            failure.clear()
+            try:
+                async for item, reason in self._cards(query, items, redo, max_tokens=0, temperature=temperature,
+                                                      timeouts=again, total=total, failure=failure, notes=notes):
+                    found = self.check(query, items, [reason], subset=[item]) if reason else {}
+                    failing.update(found)
+                    if reason and not found:
+                        CARDS.labels("regenerated").inc()
+                        yield ReasonOut(item.id, reason.short, reason.long, "regenerated", first[item.id])
+                    else:
+                        redo[item.id] = item  # not regenerated: failed below
+            except (DeadlineExceeded, DependencyUnavailable) as err:
+                log.info("regenerating %d reason cards failed: %s", len(redo), err)
+            if failure:
+                log.info("regenerating reason cards failed: %s", failure[0].message)
+        for item in items:
+            if item.id in redo:
+                CARDS.labels("failed").inc()
+                yield ReasonOut(item.id, "", "", "failed", tuple(sorted({f.kind for f in failing[item.id]})))
+        yield total
+
+    async def _cards(self, query: str, items: list[ItemIn], pending: dict[str, ItemIn], *, max_tokens: int,
+                     temperature: float, timeouts: Timeouts, total: Usage, failure: list[Failed],
+                     notes: dict[str, list[str]] | None = None) -> AsyncIterator[tuple[ItemIn, ReasonOut | None]]:
+        """One streamed call for the ``pending`` items: each card as its JSON object closes.
+
+        A card is popped from ``pending`` when it arrives (``None``: a field was empty), so what is left
+        there afterwards was never written. A backend failure is appended to ``failure``.
+        """
+        rows = [(i.id, i.title, i.description) for i in items if i.id in pending]
+        schema = reasons_schema([row[0] for row in rows], self.rules.short_chars[1], self.rules.long_chars[1])
+        budget = max_tokens or min(2048, 64 + TOKENS_PER_ITEM * len(rows))
+        messages = self.prompt(query, rows, False, notes)
+        scanner = CardScanner()
         async for event in self.generator.stream(messages, GenerationParams(budget, temperature, schema), timeouts):
             if isinstance(event, Delta):
                 for obj in scanner.feed(event.text):
@@ -223,32 +278,15 @@ class ReasonWriter:
                     if item is None:
                         continue
                     short, long = obj.get("short"), obj.get("long")
-                    if not isinstance(short, str) or not isinstance(long, str) or not short.strip() \
-                            or not long.strip():
-                        failing[item.id] = [Finding("missing", "both", "short와 long을 모두 쓰세요")]
-                        continue
-                    reason = ReasonOut(item.id, short.strip(), long.strip())
-                    found = self.check(query, items, [reason], subset=[item])
-                    if found:
-                        failing.update(found)
+                    if isinstance(short, str) and isinstance(long, str) and short.strip() and long.strip():
+                        yield item, ReasonOut(item.id, short.strip(), long.strip())
                     else:
-                        shown += 1
-                        CARDS.labels("ok").inc()
-                        yield reason
+                        yield item, None
             else:
                 total.llm_calls += 1
                 self._add(total, event.usage)
-                if isinstance(event, Failed) and not shown and not failing:
-                    raise_for(event)
-        for item_id in pending:
-            failing[item_id] = [Finding("missing", "both", "이 카드의 답이 없었습니다. 빠짐없이 쓰세요")]
-        redone = await self._regenerate(query, items, failing, start=start, timeouts=timeouts,
-                                        temperature=temperature, total=total)
-        for item in items:
-            if item.id in redone:
-                CARDS.labels(redone[item.id].status).inc()
-                yield redone[item.id]
-        yield total
+                if isinstance(event, Failed):
+                    failure.append(event)
 
     async def _regenerate(self, query: str, items: list[ItemIn], failing: dict[str, list[Finding]], *,
                           start: float, timeouts: Timeouts, temperature: float, total: Usage

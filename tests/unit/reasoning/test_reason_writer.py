@@ -129,3 +129,32 @@ async def test_a_stream_cut_short_regenerates_the_cards_it_never_wrote(writer_fo
     assert [(e.item_id, e.status) for e in events[:-1]] == [("g2", "ok"), ("g3", "regenerated")]
     assert events[-2].violations == ("missing",)
     assert "이 카드의 답이 없었습니다" in standin.requests[1]["messages"][-1]["content"]
+
+
+async def test_streamed_regenerated_cards_come_as_their_json_closes(writer_for):
+    copy_g3 = ("커플 실크 스카프", "패션 제품, 결혼기념일 선물로 인기인 커플 실크 스카프, 48,000원입니다.")
+    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
+                      ensure_ascii=False)
+    cut = text.index('{"id": "g3"')
+    # Both cards fail the first answer; the regeneration stalls after its first card, which must
+    # arrive while that answer is unfinished.
+    standin, writer = writer_for([answer(g2=COPY, g3=copy_g3),
+                                  {"chunks": [text[:cut], text[cut:]], "stall_after": 1}])
+    events = writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts(5, 30, 30))
+    first = await anext(events)
+    assert (first.item_id, first.status, first.short, first.violations) == \
+        ("g2", "regenerated", GOOD["g2"][0], ("copy", "duplicate"))
+    await events.aclose()
+    assert len(standin.requests) == 2
+    redo = standin.requests[1]
+    assert redo["response_format"]["schema"]["properties"]["reasons"]["items"]["properties"]["id"]["enum"] == \
+        ["g2", "g3"]
+
+
+async def test_a_streamed_card_that_fails_again_comes_failed_without_text(writer_for):
+    borrowed = (GOOD["g2"][0], "실크처럼 부드러운 향이 두 분께 잘 어울립니다. 거실에 두면 기념일 내내 은은합니다.")
+    standin, writer = writer_for([answer(g2=borrowed, g3=GOOD["g3"]), answer(g2=borrowed)])
+    events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
+    assert [(e.item_id, e.status, e.short, e.violations) for e in events[:-1]] == \
+        [("g3", "ok", GOOD["g3"][0], ()), ("g2", "failed", "", ("foreign_item",))]
+    assert events[-1].llm_calls == 2 and len(standin.requests) == 2
