@@ -36,6 +36,25 @@ class EmbedResult:
     timings: pb.EmbedTimings
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """The served model, as ``Info`` describes it."""
+
+    model_id: str
+    revision: str
+    dim: int
+    max_tokens: int
+    engine: str
+    precision: str
+    max_texts_per_request: int
+
+
+def info_from_proto(resp: pb.InfoResponse) -> ModelInfo:
+    """An InfoResponse as the domain type."""
+    return ModelInfo(model_id=resp.model_id, revision=resp.revision, dim=resp.dim, max_tokens=resp.max_tokens,
+                     engine=resp.engine, precision=resp.precision, max_texts_per_request=resp.max_texts_per_request)
+
+
 def _request(texts: list[str], kind: Kind, strict: bool) -> pb.EmbedRequest:
     if kind not in _KINDS:
         raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
@@ -87,10 +106,10 @@ class EmbeddingClient:
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    def info(self, timeout_s: float | None = None) -> pb.InfoResponse:
+    def info(self, timeout_s: float | None = None) -> ModelInfo:
         """Describe the served model."""
         try:
-            return self._stub.Info(pb.InfoRequest(), timeout=timeout_s or self.timeout_s)
+            return info_from_proto(self._stub.Info(pb.InfoRequest(), timeout=timeout_s or self.timeout_s))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
@@ -134,10 +153,10 @@ class AsyncEmbeddingClient(HealthCheck):
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    async def info(self, timeout_s: float | None = None) -> pb.InfoResponse:
+    async def info(self, timeout_s: float | None = None) -> ModelInfo:
         """Describe the served model."""
         try:
-            return await self._stub.Info(pb.InfoRequest(), timeout=timeout_s or self.timeout_s)
+            return info_from_proto(await self._stub.Info(pb.InfoRequest(), timeout=timeout_s or self.timeout_s))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 

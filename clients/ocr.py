@@ -30,6 +30,19 @@ ENGINES: dict[int, EngineName] = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VL
 
 
 @dataclass(frozen=True)
+class Options:
+    """How to read one request's images (every field optional)."""
+
+    languages: str = ""  # Tesseract languages joined by '+' (empty: the service's setting)
+    fallback: bool = True  # the VLM may read a page Tesseract fails on (when the service has one)
+    deskew: bool = True
+
+    def to_proto(self) -> pb.Options:
+        """The contract's message."""
+        return pb.Options(languages=self.languages, disable_fallback=not self.fallback, disable_deskew=not self.deskew)
+
+
+@dataclass(frozen=True)
 class Line:
     """A recognised line; ``box`` is (left, top, width, height) in the page's OCR pixel space."""
 
@@ -84,7 +97,7 @@ def page_from_proto(p: pb.Page) -> Page:
 
 
 class AsyncOcrClient(HealthCheck):
-    """grpc.aio client; methods take and return the service's proto messages."""
+    """grpc.aio client; methods take and return domain types (the protos stay in this module)."""
 
     def __init__(self, target: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  channel: grpc.aio.Channel | None = None) -> None:
@@ -100,17 +113,18 @@ class AsyncOcrClient(HealthCheck):
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    async def extract(self, content: bytes, options: pb.Options | None = None,
+    async def extract(self, content: bytes, options: Options | None = None,
                       timeout_s: float | None = None) -> tuple[str, list[Page]]:
         """Read one image or a short PDF: (the text, its pages)."""
-        resp = await self._call(self._stub.Extract, pb.ExtractRequest(content=content, options=options), timeout_s)
+        request = pb.ExtractRequest(content=content, options=(options or Options()).to_proto())
+        resp = await self._call(self._stub.Extract, request, timeout_s)
         return resp.text, [page_from_proto(p) for p in resp.pages]
 
-    async def submit_job(self, contents: list[bytes], options: pb.Options | None = None,
+    async def submit_job(self, contents: list[bytes], options: Options | None = None,
                          timeout_s: float | None = None) -> Job:
         """Queue a multi-page job."""
-        resp = await self._call(self._stub.SubmitJob, pb.SubmitJobRequest(contents=contents, options=options),
-                                timeout_s)
+        request = pb.SubmitJobRequest(contents=contents, options=(options or Options()).to_proto())
+        resp = await self._call(self._stub.SubmitJob, request, timeout_s)
         return job_from_proto(resp.job)
 
     async def get_job(self, job_id: str, timeout_s: float | None = None) -> Job:

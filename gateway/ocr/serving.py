@@ -6,10 +6,8 @@ import base64
 import binascii
 import re
 
-from mesh.ocr.v1 import ocr_pb2 as pb
-
 from clients.errors import MeshClientError
-from clients.ocr import AsyncOcrClient, Job, Page
+from clients.ocr import AsyncOcrClient, Job, Options, Page
 from gateway.http.errors import ApiError, FieldError, from_client_error
 from gateway.ocr import protocol as api
 
@@ -47,8 +45,7 @@ class Ocr:
             except (binascii.Error, ValueError):
                 raise ApiError(400, "invalid_argument", "a document is not valid base64", fields=[
                     FieldError(field=f"documents[{i}].content_base64", description="standard base64")]) from None
-        options = pb.Options(languages=body.languages or "", disable_fallback=not body.vlm_fallback,
-                             disable_deskew=not body.deskew)
+        options = Options(languages=body.languages or "", fallback=body.vlm_fallback, deskew=body.deskew)
         try:
             return job_view(await self.client.submit_job(contents, options, timeout_s=60))
         except MeshClientError as err:

@@ -13,9 +13,8 @@ import logging
 import time
 from dataclasses import dataclass
 
-from mesh.embedding.v1 import embedding_pb2 as epb
-
 from clients import AsyncEmbeddingClient
+from clients.embedding import ModelInfo
 from clients.errors import DeadlineExceeded, InvalidArgument, MeshClientError
 from clients.retrieval import QueryVector
 from gateway.http.deadline import Deadline
@@ -48,10 +47,10 @@ class QueryVectors:
         self.cache = cache
         self.breaker = breaker
         self.budget_share = budget_share
-        self._info: epb.InfoResponse | None = None
+        self._info: ModelInfo | None = None
         self._writes: set[asyncio.Task[None]] = set()
 
-    async def info(self, deadline: Deadline) -> epb.InfoResponse:
+    async def info(self, deadline: Deadline) -> ModelInfo:
         """The served model (asked once, then kept until a reply names another revision)."""
         if self._info is None:
             self._info = await self.client.info(timeout_s=deadline.check())

@@ -16,6 +16,7 @@ from services.bootstrap.errors import DependencyUnavailable
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
 from services.retrieval.server import create_retrieval_service
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -221,6 +222,10 @@ async def test_upsert_is_idempotent_delete_works_and_stream_reports_progress(ret
     assert (await info()).collection.documents == base
 
 
+async def _count(xs: list) -> int:
+    return len(xs)
+
+
 async def test_reindex_swaps_alias_while_searches_keep_answering(retrieval):
     _, stub, _ = retrieval
     before = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
@@ -238,7 +243,9 @@ async def test_reindex_swaps_alias_while_searches_keep_answering(retrieval):
 
     searcher = asyncio.ensure_future(keep_searching())
     events = [e async for e in stub.Reindex(pb.ReindexRequest(collection="books", batch_size=3), timeout=120)]
-    await asyncio.sleep(0.05)
+    swapped = len(answers)
+    await eventually_async(lambda: _count(answers), lambda n: n >= swapped + 3, timeout_s=10, every_s=0.005,
+                           what="searches answered after the swap")
     stop.set()
     await searcher
     summary = events[-1].summary

@@ -17,7 +17,7 @@ import numpy as np
 from mesh.embedding.v1 import embedding_pb2 as epb
 
 from bench.standin import ChatStandIn
-from clients.embedding import EmbedResult
+from clients.embedding import EmbedResult, ModelInfo
 from clients.errors import MeshClientError
 
 
@@ -46,11 +46,12 @@ class StandInEmbeddingClient:
         v = rng.standard_normal(self.dim).astype(np.float32)
         return v / np.linalg.norm(v)
 
-    async def info(self, timeout_s: float | None = None) -> epb.InfoResponse:
+    async def info(self, timeout_s: float | None = None) -> ModelInfo:
         self.info_calls += 1
         if self.info_error is not None:
             raise self.info_error
-        return epb.InfoResponse(model_id="stand-in", revision=self.revision, dim=self.dim)
+        return ModelInfo(model_id="stand-in", revision=self.revision, dim=self.dim, max_tokens=512, engine="stand-in",
+                         precision="fp32", max_texts_per_request=64)
 
     async def embed(self, texts: list[str], kind: str = "query", *, strict: bool = False,
                     timeout_s: float | None = None) -> EmbedResult:

@@ -123,8 +123,17 @@ def test_one_search_is_one_trace_across_three_services_with_a_correct_parent_cha
         return spans if done else None
 
     spans = wait_for(complete, 30)
-    time.sleep(0.5)  # late children of the same request (batch processors flush every 200 ms)
-    spans = sink.trace(trace_id)
+    # Late children of the same request (batch processors flush every 200 ms): read until two reads
+    # ~0.45 s apart find the same number of spans.
+    seen = {"n": len(spans)}
+
+    def settled():
+        time.sleep(0.25)
+        now = sink.trace(trace_id)
+        stable, seen["n"] = len(now) == seen["n"], len(now)
+        return now if stable else None
+
+    spans = wait_for(settled, 30)
     by_id = {s["span_id"]: s for s in spans}
     assert {s["service"] for s in spans} >= {"mesh-gateway", "mesh-embedding", "mesh-retrieval"}
     roots = [s for s in spans if s["parent_id"] == parent_id]

@@ -13,6 +13,7 @@ from services.embedding.batcher import MicroBatcher
 from services.embedding.engine.base import EmbeddingEngine
 from services.embedding.engine.tokenizer import EncodedText, TokenBatch
 from services.embedding.errors import EngineUnavailable
+from tests.support.waiting import eventually_async
 
 
 class RecordingEngine(EmbeddingEngine):
@@ -35,6 +36,30 @@ class RecordingEngine(EmbeddingEngine):
         out = np.zeros((len(batch.input_ids), 4), dtype=np.float32)
         out[:, 0] = batch.input_ids[:, 1]
         return out
+
+
+class GatedEngine(RecordingEngine):
+    """Holds every batch until ``gate`` is set, so a test knows exactly which batch is running."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def encode_core(self, batch: TokenBatch) -> np.ndarray:
+        self.batches.append(len(batch.input_ids))
+        assert self.gate.wait(10), "the test never released the batch"
+        self.batches.pop()
+        return super().encode_core(batch)
+
+
+async def running_batches(engine: RecordingEngine, n: int) -> None:
+    """Wait until ``n`` batches have reached the engine."""
+    await eventually_async(lambda: _now(len(engine.batches)), lambda k: k >= n, timeout_s=5, every_s=0.001,
+                           what=f"{n} batches running")
+
+
+async def _now(value: int) -> int:
+    return value
 
 
 def texts(*marks: int) -> list[EncodedText]:
@@ -93,45 +118,49 @@ async def test_big_request_is_split_across_batches_and_reassembled():
 
 
 async def test_full_queue_answers_overloaded_at_once_with_retry_hint():
-    engine = RecordingEngine(delay_s=0.1)
+    engine = GatedEngine()
     batcher = await make(engine, max_batch_size=2, max_queue_texts=4)
     first = asyncio.ensure_future(batcher.submit(texts(1, 2)))
-    await asyncio.sleep(0.02)  # first batch is running; queue is empty again
+    await running_batches(engine, 1)  # the first batch holds the engine; the queue is empty again
     queued = [asyncio.ensure_future(batcher.submit(texts(3, 4))), asyncio.ensure_future(batcher.submit(texts(5, 6)))]
     await asyncio.sleep(0)
-    start = time.perf_counter()
     with pytest.raises(Overloaded) as info:
         await batcher.submit(texts(7))
-    assert time.perf_counter() - start < 0.05
+    assert not first.done()  # refused while the engine was still busy: nothing was waited for
     assert info.value.retry_after_s > 0
+    engine.gate.set()
     await asyncio.gather(first, *queued)
     assert batcher.queued_texts == 0
     await batcher.close()
 
 
 async def test_expired_deadline_is_dropped_before_inference():
-    engine = RecordingEngine(delay_s=0.05)
+    engine = GatedEngine()
     batcher = await make(engine, max_batch_size=1)
     busy = asyncio.ensure_future(batcher.submit(texts(1)))
-    await asyncio.sleep(0.01)
+    await running_batches(engine, 1)
+    late = asyncio.ensure_future(batcher.submit(texts(2), deadline=time.perf_counter() + 0.01))
+    await asyncio.sleep(0.02)  # the queued request's deadline passes while the engine is held
+    engine.gate.set()
     with pytest.raises(DeadlineExceeded):
-        await batcher.submit(texts(2), deadline=time.perf_counter() + 0.01)
+        await late
     await busy
     assert engine.batches == [1]
     await batcher.close()
 
 
 async def test_cancelled_caller_leaves_the_queue_clean():
-    engine = RecordingEngine(delay_s=0.05)
+    engine = GatedEngine()
     batcher = await make(engine, max_batch_size=1)
     busy = asyncio.ensure_future(batcher.submit(texts(1)))
-    await asyncio.sleep(0.01)
+    await running_batches(engine, 1)
     waiting = asyncio.ensure_future(batcher.submit(texts(2, 3)))
     await asyncio.sleep(0)
     waiting.cancel()
+    engine.gate.set()
     await busy
-    await asyncio.sleep(0.01)
-    assert batcher.queued_texts == 0
+    await eventually_async(lambda: _now(batcher.queued_texts), lambda k: k == 0, timeout_s=5, every_s=0.001,
+                           what="the queue emptied")
     assert engine.batches == [1]
     await batcher.close()
 
