@@ -16,6 +16,10 @@ from scripts.processes import start_process, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The benches start the gateway on loopback without API keys; outside such local runs a gateway with no
+# key refuses to start (gateway/__main__.py). Children inherit this; a caller's own setting wins.
+os.environ.setdefault("MESH_GATEWAY_ALLOW_NO_AUTH", "1")
+
 
 @dataclass
 class LatencyStats:

@@ -9,6 +9,7 @@ from prometheus_client import start_http_server
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.http.auth import ApiKeys
 from gateway.http.protocol import protocol_with_timeout
 from services.bootstrap.errors import StartupError
 from services.bootstrap.logs import configure_logging
@@ -21,6 +22,10 @@ PROG = "python -m gateway"
 def main() -> None:
     """Serve the gateway until SIGTERM; a start-up failure is one line and exit code 2."""
     settings = settings_from_cli(GatewaySettings, PROG)  # type: ignore[type-var]
+    if not settings.allow_no_auth and not ApiKeys.load(settings.api_keys.get_secret_value(),
+                                                       settings.api_keys_file).enabled:
+        fail(PROG, "no API key configured: set MESH_GATEWAY_API_KEYS or --api-keys-file (a mounted secret), "
+                   "or pass --allow-no-auth (MESH_GATEWAY_ALLOW_NO_AUTH=1) for local development")
     if settings.workers > 1:
         from services.bootstrap.workers import supervise
 

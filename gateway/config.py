@@ -40,8 +40,12 @@ class GatewaySettings(BaseSettings):
     breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
     breaker_reset_s: float = Field(5.0, gt=0, description="how long an open breaker waits before a trial call")
     api_keys: SecretStr = Field(SecretStr(""), description="comma-separated API keys (X-API-Key or Authorization: "
-                                                        "Bearer); empty (and no file) disables auth")
+                                                        "Bearer); with none (and no file) the gateway starts "
+                                                        "only with --allow-no-auth")
     api_keys_file: FilePath | None = Field(None, description="file of API keys, one per line (a mounted secret)")
+    allow_no_auth: bool = Field(False, description="serve with no API key at all (local development: `make run`, "
+                                                   "the tests and benches set it); otherwise a gateway without "
+                                                   "keys refuses to start")
     max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
     max_ingest_body_bytes: int = Field(32_000_000, ge=1024,
                                        description="largest ingest request body (10,000 documents of ~3 KB)")

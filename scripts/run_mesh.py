@@ -40,8 +40,8 @@ SERVICES = [
 REDIS_PORT = 0  # a free port: each run has its own, unpersisted Redis
 LLM_PORT = 8081
 OTLP_PORT = 4317  # OTLP/gRPC of the trace UI that `make ops` runs
-# A 1.5B model on two CPU cores writes ~10 tokens/s and a 5-item reasons call takes about a minute
-# (bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo accordingly.
+# A 1.5B model on two CPU cores writes ~10-27 tokens/s and a reasons call with a regeneration takes
+# up to a minute (bench/results/reasoning.md); the gateway's LLM deadlines are raised for the demo.
 GATEWAY_LLM_FLAGS = ["--reasoning-first-token-s", "60", "--reasoning-generation-s", "120",
                      "--reasoning-total-s", "180", "--reasoning-timeout-ms", "200000"]
 SAMPLE = ROOT / "gateway" / "sample_catalog.json"
@@ -162,7 +162,7 @@ def example_ocr(gateway: str) -> None:
 
 
 def example_recommendation(gateway: str) -> None:
-    """A search whose cards get reasons from the local LLM in one call (streamed as SSE)."""
+    """A search whose cards get reasons from the local LLM in one call, each card streamed as SSE."""
     import httpx
 
     body = {"collection": "demo", "query": "비 오는 날 읽기 좋은 책", "top_k": 3}
@@ -179,9 +179,10 @@ def example_recommendation(gateway: str) -> None:
                 took = time.perf_counter() - start
                 if event == "cards":
                     print(f"  [{took:5.1f}s] cards: " + ", ".join(c["id"] for c in data["cards"]), flush=True)
-                elif event == "reasons":
-                    for r in data["reasons"]:
-                        print(f"  [{took:5.1f}s] {r['id']}: {r['short']}", flush=True)
+                elif event == "reason":  # one card, the moment its reason is written and checked
+                    text = data["short"] if data["status"] != "failed" else \
+                        f"(no reason: {', '.join(data['violations'])})"
+                    print(f"  [{took:5.1f}s] {data['id']} {data['status']}: {text}", flush=True)
                 elif event == "error":
                     print(f"  [{took:5.1f}s] reasons failed: {data['error']['message']}", flush=True)
                 elif event == "done" and data.get("usage"):
@@ -240,8 +241,8 @@ def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:
             args += ["--redis-url", redis_url]
         if name == "reasoning":
             args += ["--backend-url", llm.base_url]
-        if name == "gateway":
-            args += GATEWAY_LLM_FLAGS
+        if name == "gateway":  # a local demo: keys only when MESH_GATEWAY_API_KEYS is set (the notice says so)
+            args += [*GATEWAY_LLM_FLAGS, "--allow-no-auth"]
         proc, ports[name] = start(name, module, args)
         procs.append(proc)
     return ports

@@ -7,6 +7,7 @@ conftest) on ``sys.path`` before any test module is imported.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import grpc
@@ -19,6 +20,10 @@ from services.embedding.config import EmbeddingSettings
 from services.embedding.modelbuild.paths import current_model_dir
 from services.embedding.server import EmbeddingService, create_embedding_service
 from support import RedisServer, free_port
+
+# The tests start gateway processes on loopback without API keys; outside such local runs a gateway
+# with no key refuses to start (tested in tests/system/test_process_control.py).
+os.environ.setdefault("MESH_GATEWAY_ALLOW_NO_AUTH", "1")
 
 collect_ignore = ["support"]  # helpers, not tests
 

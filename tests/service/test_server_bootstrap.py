@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from clients import AsyncEmbeddingClient, Overloaded, Unavailable
+from services.bootstrap.lifecycle import running
 from services.embedding.engine.base import EmbeddingEngine
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.errors import EngineUnavailable
@@ -67,6 +68,19 @@ async def test_reflection_lists_the_service(embedding_service):
         responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         names = [s.name async for r in responses for s in r.list_services_response.service]
     assert SERVICE in names and "grpc.health.v1.Health" in names
+
+
+async def test_no_reflection_hides_the_schema_and_keeps_serving(model_dir):
+    svc = await create_embedding_service(make_settings(model_dir, reflection=False), registry=CollectorRegistry())
+    async with running(svc):
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                [r async for r in responses]
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        async with AsyncEmbeddingClient(f"127.0.0.1:{svc.port}") as client:
+            assert len((await client.embed(["반사 없이도 답합니다"])).vectors) == 1
 
 
 async def test_spans_are_recorded_for_rpcs_but_not_health_checks(model_dir):

@@ -68,6 +68,7 @@ def test_a_taken_port_is_one_line_naming_it(module, tmp_path):
     (["services.retrieval", "--port", "70000"], {}, ["--port", "70000"]),
     (["services.ocr"], {"MESH_OCR_ENGINES": "many"}, ["MESH_OCR_ENGINES", "engines"]),
     (["gateway", "--redis-url", "localhost:6379"], {}, ["--redis-url", "redis://"]),
+    (["gateway", "--port", "0"], {"MESH_GATEWAY_ALLOW_NO_AUTH": "0"}, ["no API key", "--allow-no-auth"]),
     (["services.embedding", "--port", "0", "--model-dir", "/nonexistent/model"], {}, ["/nonexistent/model",
                                                                                     "modelbuild"]),
     (["services.ocr", "--port", "0", "--languages", "kor+xyz"], {}, ["xyz", "--languages"]),

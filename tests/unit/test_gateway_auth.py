@@ -28,3 +28,31 @@ def test_keys_never_come_from_a_flag(monkeypatch, capsys):
     assert "unrecognized arguments" in capsys.readouterr().err
     monkeypatch.setenv("MESH_GATEWAY_API_KEYS", "k1")
     assert settings_from_cli(GatewaySettings, "prog", []).api_keys.get_secret_value() == "k1"
+
+
+async def _status(app, path: str, headers: dict[str, str] | None = None) -> int:
+    import httpx
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        return (await http.get(path, headers=headers or {})).status_code
+
+
+@pytest.mark.parametrize("protect_ops", [False, True])
+async def test_operator_paths_need_a_key_only_when_protected_and_healthz_never(protect_ops):
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from gateway.http.auth import RequireApiKey
+
+    async def ok(request):
+        return PlainTextResponse("ok")
+
+    paths = ["/healthz", "/readyz", "/metrics", "/docs", "/openapi.json", "/v1/search"]
+    app = RequireApiKey(Starlette(routes=[Route(p, ok) for p in paths]), ApiKeys.load("k1", None),
+                        protect_ops=protect_ops)
+    without = {p: await _status(app, p) for p in paths}
+    assert without["/healthz"] == 200 and without["/v1/search"] == 401
+    for path in RequireApiKey.OPS:
+        assert without[path] == (401 if protect_ops else 200), path
+    for path in paths:
+        assert await _status(app, path, {"authorization": "Bearer k1"}) == 200, path
