@@ -24,7 +24,8 @@
 
    Each is min-max normalised over the candidates (lower is better for speed, memory, cost; all
    equal: 1) and combined with the seeds' weights: quality 0.4, speed 0.2, memory 0.2, cost 0.2;
-   a tie goes to the higher quality.
+   a tie goes to the higher quality. A candidate none of whose reason cards passes is not eligible
+   and ranks last whatever its score.
 """
 
 from __future__ import annotations
@@ -395,8 +396,18 @@ def rank(results: dict[str, dict]) -> list[tuple[str, float, dict]]:
              "cost": norm({k: r["cost_per_1k_usd"] for k, r in results.items()}, True)}
     scored = [(k, sum(WEIGHTS[c] * parts[c][k] for c in WEIGHTS), {c: parts[c][k] for c in WEIGHTS})
               for k in results]
-    # Ties go to quality, the heaviest weight.
-    return sorted(scored, key=lambda x: (-round(x[1], 9), -x[2]["quality"]))
+    # Eligible candidates first (see ``eligible``); ties go to quality, the heaviest weight.
+    return sorted(scored, key=lambda x: (not eligible(results[x[0]]), -round(x[1], 9), -x[2]["quality"]))
+
+
+def eligible(result: dict) -> bool:
+    """A candidate none of whose reason cards passes cannot be the default, whatever its score.
+
+    The service shows no text for a failing card, so such a model would show no reason at all; the
+    weighted score alone cannot say so (with two candidates min-max makes each criterion all-or-nothing,
+    and a rubric tie then hands the win to the faster model).
+    """
+    return result["rubric"]["cards_passing"] > 0
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -493,7 +504,8 @@ def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dic
     for name, score, _parts in ranked:
         r = results[name]
         lat = r["latency_5_items"]
-        rows.append([f"`{name}`" + (" (default)" if name == DEFAULT_MODEL else ""), f"{score:.3f}",
+        rows.append([f"`{name}`" + (" (default)" if name == DEFAULT_MODEL else ""),
+                     f"{score:.3f}" + ("" if eligible(r) else " (not eligible: no card passes)"),
                      f"{r['quality']:.3f}", f"{r['rubric']['cards_passing']:.0%}",
                      f"{r['rubric']['first_answer_passing']:.0%}", f"{r['rubric']['json_valid']:.0%}",
                      f"{r['rubric']['hangul']:.0%}", f"{r['reasons_p50_s']:.1f}", f"{r['ttft_p50_s']:.2f}",
@@ -512,7 +524,8 @@ def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dic
              "- Grader: **rubric of automatic checks** (no remote key configured, so no LLM judge ran). "
              "Remote backends: none configured.",
              f"- Weights (the seeds'): {', '.join(f'{k} {v}' for k, v in WEIGHTS.items())}; min-max normalised "
-             "over the candidates (lower is better for speed, memory, cost; all equal counts 1).", "",
+             "over the candidates (lower is better for speed, memory, cost; all equal counts 1). A candidate "
+             "none of whose cards passes is not eligible (it would show no reason at all) and ranks last.", "",
              md_table(["model", "score", "quality", "cards passing", "first answer passing", "JSON valid", "Hangul",
                        "reasons p50 s (3 items)", "TTFT p50 s", "tokens/s", "peak RSS GB", "USD / 1k",
                        "5 items s"], rows), "",
@@ -532,7 +545,8 @@ def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dic
     (args.out / "llm_select.json").write_text(json.dumps(
         {"run": now, "machine": info, "weights": WEIGHTS, "grader": "rubric", "queries": args.queries,
          "checks": {"copy_containment": chosen, "tune_grid": grid, "eval": evaluation},
-         "ranking": [{"model": n, "score": s, "normalised": p} for n, s, p in ranked],
+         "ranking": [{"model": n, "score": s, "normalised": p, "eligible": eligible(results[n])}
+                     for n, s, p in ranked],
          "results": results, "survey": SURVEY, "skipped": skipped}, ensure_ascii=False, indent=1, default=str))
     print("\n".join(lines[:16]), flush=True)
 

@@ -173,7 +173,8 @@ async def prefix(client: AsyncReasoningClient, rounds: int) -> dict:
         for t, turn in enumerate(TURNS):
             message = f"{turn} ({r})" if t == 0 else turn
             if t == len(TURNS) - 1:
-                # Cold first: an unrelated prompt evicts the conversation from the engine's cache.
+                # After an unrelated prompt: it takes the engine's slot; llama-server keeps earlier prompts'
+                # states in host memory (--cache-ram) and restores this conversation from there.
                 await via_service(client, "다른 대화입니다.", f"무관한 질문 {r}")
                 ttft_cold, *_ = await via_service(client, SYSTEM, message, history)
                 # Warm: re-run turn 11 (this conversation again), then turn 12.
@@ -344,7 +345,8 @@ def report_lines(args, res: dict) -> list[str]:
         lines += [
             "## 2. Prefix cache: turn 12 of a scripted chat (through the reasoning service)", "",
             md_table(["turn 12", "TTFT median ms", "samples ms"], [
-                ["cold (cache evicted by an unrelated prompt)", f"{cold * 1e3:.0f}",
+                ["after an unrelated prompt (restored from the server's host-memory prompt cache)",
+                 f"{cold * 1e3:.0f}",
                  ", ".join(f"{x * 1e3:.0f}" for x in pre["cold"])],
                 ["warm (previous call was this conversation)", f"{warm * 1e3:.0f}",
                  ", ".join(f"{x * 1e3:.0f}" for x in pre["warm"])]]), "",
@@ -364,7 +366,8 @@ def report_lines(args, res: dict) -> list[str]:
         lines += [
             f"## 4. Streamed reasons: the first card vs all {st['items']} (GenerateReasonsStream)", "",
             "A card is sent the moment its JSON object closes in the LLM's answer and passes the checks; cards "
-            "that fail follow after their one regeneration. Times from the call's start, as the client saw them.", "",
+            "that fail are regenerated in one more streamed call and sent as their objects close there. "
+            "Times from the call's start, as the client saw them.", "",
             md_table(["query", "first card s", f"all {st['items']} s", "LLM TTFT s", "LLM calls", "completion tokens",
                       "cards (status at s)"],
                      [[x["query"], f"{x['first_reason_s']:.1f}", f"{x['all_reasons_s']:.1f}", f"{x['llm_ttft_s']:.1f}",
