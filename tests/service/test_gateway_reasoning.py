@@ -120,7 +120,8 @@ async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(r
     r = await real_gw.post("/v1/chat", json=body)
     events = parse_sse(r.text)
     assert events[-1][0] == "done" and {e for e, _ in events[:-1]} == {"delta"}
-    assert events[-1][1]["usage"]["completion_tokens"] == len(events) - 1
+    # Every delta holds at least one token; llama-server sends a multi-token character as one delta.
+    assert 1 <= len(events) - 1 <= events[-1][1]["usage"]["completion_tokens"] <= 4
     assert r.headers["X-Mesh-Reasoning-Instance"]
 
     async def one(i: int) -> list[tuple[str, dict]]:
@@ -132,7 +133,7 @@ async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(r
     for events in results:  # every stream complete: text, then done with matching accounting
         kinds = [e for e, _ in events]
         assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"}, kinds
-        assert events[-1][1]["usage"]["completion_tokens"] == len(kinds) - 1
+        assert 1 <= len(kinds) - 1 <= events[-1][1]["usage"]["completion_tokens"] <= 4
 
 
 async def test_summary(real_gw):
