@@ -24,6 +24,12 @@ from scripts.processes import LaunchError, interrupt_on_sigterm, last_line, owns
 
 ROOT = Path(__file__).resolve().parents[2]
 PROG = "python -m infra.llm.server"
+# DRY sampling ("don't repeat yourself": penalises repeating a token sequence already in the context;
+# quotes and colons break sequences, so the JSON's keys are not penalised). The small model otherwise
+# writes one card's sentence pattern into every card of a reasons answer and repeats phrases. Chosen on
+# bench/reasoning.py's queries (first answers passing every check, 3 interleaved runs of 5 queries x 5
+# cards: 57/75 with 0.8 vs 43/75 without); reported on bench/data/reasoning_set.json by bench.llm_select.
+DRY_MULTIPLIER = 0.8
 
 
 def llama_server_binary() -> Path:
@@ -51,6 +57,7 @@ class LlmServer:
 
 
 def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096, threads: int = 2,
+                     dry_multiplier: float = DRY_MULTIPLIER,
                      log_path: Path | None = None, timeout_s: float = 120.0) -> LlmServer:
     """Start the server on ``127.0.0.1:port`` and wait until *it* (not another process) lists its model.
 
@@ -72,7 +79,8 @@ def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096
         # only share the same cores); the web UI is off (an API server only).
         proc = subprocess.Popen([str(binary), "--model", str(gguf), "--alias", model, "--host", "127.0.0.1",
                                  "--port", str(port), "--ctx-size", str(n_ctx), "--threads", str(threads),
-                                 "--threads-batch", str(threads), "--parallel", "1", "--no-ui"],
+                                 "--threads-batch", str(threads), "--parallel", "1", "--no-ui",
+                                 "--dry-multiplier", str(dry_multiplier)],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = LlmServer(proc, port, model, log_path)
     try:
@@ -112,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens [default 4096]")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for generation and prompt "
                         "evaluation [default 2]")
+    parser.add_argument("--dry-multiplier", type=float, default=DRY_MULTIPLIER,
+                        help=f"DRY repetition penalty (0 disables) [default {DRY_MULTIPLIER}]")
     parser.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for the server to "
                         "answer [default 120]")
     parser.add_argument("--debug", action="store_true", help="print tracebacks for start-up errors")
@@ -120,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     server = None
     try:
         server = start_llm_server(args.port, model=args.model, n_ctx=args.n_ctx, threads=args.threads,
+                                  dry_multiplier=args.dry_multiplier,
                                   timeout_s=args.timeout_s)
         print(f"SERVING port={server.port} pid={server.process.pid} model={server.model} "
               f"base_url={server.base_url}", flush=True)
