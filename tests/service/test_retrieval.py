@@ -222,10 +222,6 @@ async def test_upsert_is_idempotent_delete_works_and_stream_reports_progress(ret
     assert (await info()).collection.documents == base
 
 
-async def _count(xs: list) -> int:
-    return len(xs)
-
-
 async def test_reindex_swaps_alias_while_searches_keep_answering(retrieval):
     _, stub, _ = retrieval
     before = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
@@ -244,7 +240,7 @@ async def test_reindex_swaps_alias_while_searches_keep_answering(retrieval):
     searcher = asyncio.ensure_future(keep_searching())
     events = [e async for e in stub.Reindex(pb.ReindexRequest(collection="books", batch_size=3), timeout=120)]
     swapped = len(answers)
-    await eventually_async(lambda: _count(answers), lambda n: n >= swapped + 3, timeout_s=10, every_s=0.005,
+    await eventually_async(lambda: len(answers), lambda n: n >= swapped + 3, timeout_s=10, every_s=0.005,
                            what="searches answered after the swap")
     stop.set()
     await searcher

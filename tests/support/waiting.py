@@ -8,6 +8,7 @@ limit, never the assertion: nothing here asserts how long anything took.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -29,14 +30,16 @@ def eventually(probe: Callable[[], T], until: Callable[[T], bool], *, timeout_s:
         time.sleep(every_s)
 
 
-async def eventually_async(probe: Callable[[], Awaitable[T]], until: Callable[[T], bool], *,
+async def eventually_async(probe: Callable[[], Awaitable[T] | T], until: Callable[[T], bool], *,
                            timeout_s: float = 30.0, every_s: float = 0.05, what: str = "condition") -> T:
-    """The async twin of :func:`eventually`."""
+    """The async twin of :func:`eventually`; ``probe`` may be a coroutine function or a plain one."""
     give_up = time.monotonic() + timeout_s
     while True:
-        value = await probe()
-        if until(value):
-            return value
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
+        if until(value):  # type: ignore[arg-type]
+            return value  # type: ignore[return-value]
         if time.monotonic() > give_up:
             raise AssertionError(f"{what} not met within {timeout_s} s; last seen: {value!r}"[:2000])
         await asyncio.sleep(every_s)

@@ -54,12 +54,8 @@ class GatedEngine(RecordingEngine):
 
 async def running_batches(engine: RecordingEngine, n: int) -> None:
     """Wait until ``n`` batches have reached the engine."""
-    await eventually_async(lambda: _now(len(engine.batches)), lambda k: k >= n, timeout_s=5, every_s=0.001,
+    await eventually_async(lambda: len(engine.batches), lambda k: k >= n, timeout_s=5, every_s=0.001,
                            what=f"{n} batches running")
-
-
-async def _now(value: int) -> int:
-    return value
 
 
 def texts(*marks: int) -> list[EncodedText]:
@@ -159,7 +155,7 @@ async def test_cancelled_caller_leaves_the_queue_clean():
     waiting.cancel()
     engine.gate.set()
     await busy
-    await eventually_async(lambda: _now(batcher.queued_texts), lambda k: k == 0, timeout_s=5, every_s=0.001,
+    await eventually_async(lambda: batcher.queued_texts, lambda k: k == 0, timeout_s=5, every_s=0.001,
                            what="the queue emptied")
     assert engine.batches == [1]
     await batcher.close()
