@@ -55,7 +55,7 @@ if need_stamp triton infra/triton/requirements.txt; then
 fi
 
 # 3b. The embedded LLM server: llama.cpp's own llama-server (C++), built once for this CPU's instruction
-#     sets from the pinned sources (infra/llm/build_server.sh, ~8-10 min on two cores; cached per version
+#     sets from the pinned sources (infra/llm/build_server.sh, ~5 min on two cores; cached per version
 #     and flags under ~/.cache/korean-mesh, so later set-ups and CI take seconds) and linked as .llama-server.
 if need_stamp llm infra/llm/requirements.txt infra/llm/build_server.sh infra/llm/cmake_args.sh \
     <(echo "${CMAKE_ARGS:-}") || [[ ! -x .llama-server/bin/llama-server ]]; then

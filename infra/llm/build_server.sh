@@ -4,9 +4,9 @@
 # The sources are the llama.cpp vendored in the pinned llama-cpp-python sdist (infra/llm/requirements.txt
 # pins the version the Docker image also uses), so there is one pin. The flags come from
 # infra/llm/cmake_args.sh (CMAKE_ARGS overrides). The result is cached per version and flags under
-# ~/.cache/korean-mesh/llama-server/ and built once (~8-10 min on two cores); later calls print it at once.
-# Why not llama-cpp-python's own server: on two cores it generated reasons 1.6x slower than llama-server
-# on the same model and flags (it copies every token's logits into Python), see README "Reasoning".
+# ~/.cache/korean-mesh/llama-server/ and built once (~5 min on two cores); later calls print it at once.
+# Why not llama-cpp-python's own server: in a one-off comparison on a 2-core Xeon it wrote reasons 1.6x slower than llama-server
+# on the same model and flags (rebuilding it with the same AVX-512 flags gave no gain), see README "Reasoning".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PIN=$(grep -m1 '^llama-cpp-python' infra/llm/requirements.txt | sed 's/\[server\]//')
@@ -16,7 +16,7 @@ OUT="${XDG_CACHE_HOME:-$HOME/.cache}/korean-mesh/llama-server/$VERSION-$(echo "$
 if [[ -x "$OUT/bin/llama-server" ]]; then echo "$OUT"; exit 0; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-echo "[llm] building llama-server $VERSION for this CPU ($ARGS), ~8-10 min" >&2
+echo "[llm] building llama-server $VERSION for this CPU ($ARGS), ~5 min" >&2
 .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$WORK" "$PIN" >&2
 tar -xzf "$WORK"/llama_cpp_python-*.tar.gz -C "$WORK"
 SRC=$(echo "$WORK"/llama_cpp_python-*/vendor/llama.cpp)
