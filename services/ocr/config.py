@@ -32,8 +32,12 @@ class OcrSettings(ServiceSettings):
                                  "a fixed blur hurt photographed pages and covers)")
     flatten: bool = Field(True, description="flatten backgrounds, invert light text, stretch low contrast per page")
     line_height: int = Field(48, ge=16, le=120, description="height lines of uneven or extreme size are scaled to")
-    max_implausible: float = Field(0.12, ge=0, le=1, description="share of implausible characters (Kiwi-checked "
-                                                                 "Korean) above which OCR failed")
+    min_plausible_confidence: float = Field(70.0, ge=0, le=100, description="confidence minus 100 x the share "
+                                            "of implausible (Kiwi-checked Korean) characters below which OCR failed")
+    max_uncovered: float = Field(0.15, ge=0, le=1, description="share of the page's ink outside every line read "
+                                                               "above which OCR failed (dropped text)")
+    compare_as_uploaded: bool = Field(True, description="also read pages needing no inversion and no line "
+                                      "scaling as uploaded, keeping the better reading (a second engine's time)")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")

@@ -14,7 +14,11 @@ large glyphs. So every page is
 2. *deskewed* on the flattened copy (ink is unambiguous there);
 3. when its text lines are of very different heights or far from the size Tesseract reads best
    (covers, sparse large text, tiny print), *line-normalised*: each text line is cut out, scaled to
-   ``line_height`` pixels and stacked; boxes are mapped back to the deskewed page.
+   ``line_height`` pixels and stacked; boxes are mapped back to the deskewed page;
+4. when it needed neither inversion nor line normalisation, *also read as uploaded*
+   (:func:`as_is`): the extractor keeps whichever reading scores better (:mod:`services.ocr.quality`),
+   so the few strokes flattening costs on some clean pages are not paid where the untouched page
+   reads better.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from services.ocr.imaging import estimate_skew
+from services.ocr.imaging import estimate_skew, to_gray
 
 
 @dataclass(frozen=True)
@@ -33,13 +37,12 @@ class Enhance:
     """What per-page preprocessing may do (chosen on the tuning split; see bench/ocr.py)."""
 
     flatten: bool = True
-    # A page with a background flatter than ``clean_range``, dark text and ``clean_contrast`` is read as
-    # it is. Off (0) by default: on the tuning split it lost overall (0.041 vs 0.040) and it broke a
-    # clean page saved as JPEG (Tesseract's own thresholding fails on its compression noise).
-    clean_range: float = 0.0
-    clean_contrast: float = 170.0
     deskew: bool = True
     max_skew_deg: float = 12.0
+    # A page that needed no inversion and no line normalisation is also read as uploaded, and the better
+    # reading kept (services.ocr.quality): chosen on the tuning split (bench/ocr_tune.py), where comparing
+    # whatever the page's skew read best (limiting it to pages turned < 0.3, 2 or 5 degrees lost).
+    compare_as_uploaded: bool = True
     lines: bool = True  # line normalisation where the page needs it
     line_height: int = 48  # target height of a normalised line, pixels
     min_line: int = 22  # a page whose median line is outside [min_line, max_line] is normalised
@@ -65,6 +68,7 @@ class Prepared:
     skew: float = 0.0
     steps: list[str] = field(default_factory=list)
     strips: list[Strip] = field(default_factory=list)
+    flat: Image.Image | None = None  # the flattened page before deskewing (dark ink on white)
 
     def to_page(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         """A (left, top, width, height) box of the read image in page coordinates."""
@@ -171,20 +175,14 @@ def stack_lines(flat: Image.Image, boxes: list[tuple[int, int, int, int]],
     return out, strips
 
 
-def prepare(gray: Image.Image, options: Enhance, original: Image.Image | None = None) -> Prepared:
-    """The image Tesseract should read for this page, with the steps that were applied.
-
-    ``original`` (the upload, same size as ``gray``) is what Tesseract reads when the page needs
-    nothing: clean dark text on a flat background.
-    """
+def prepare(gray: Image.Image, options: Enhance) -> Prepared:
+    """The image Tesseract should read for this page, with the steps that were applied."""
     steps: list[str] = []
     image = gray
-    clean = False
+    flat_page = None
     if options.flatten:
         flat = flatten(gray)
-        image = flat.image
-        clean = (not flat.inverted and flat.background_range < options.clean_range
-                 and flat.contrast >= options.clean_contrast)
+        image = flat_page = flat.image
         steps.append("flatten")
         if flat.inverted:
             steps.append("inverted")
@@ -195,17 +193,28 @@ def prepare(gray: Image.Image, options: Enhance, original: Image.Image | None = 
             fill = 255 if options.flatten else int(np.median(np.asarray(image)))
             image = image.rotate(skew, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=fill)
             steps.append("deskew")
-            clean = False
         else:
             skew = 0.0
-    prepared = Prepared(image=image, page_size=image.size, skew=skew, steps=steps)
+    prepared = Prepared(image=image, page_size=image.size, skew=skew, steps=steps, flat=flat_page)
     if options.lines and options.flatten:
         boxes = text_lines(image)
         if needs_lines(boxes, options):
             prepared.image, prepared.strips = stack_lines(image, boxes, options.line_height)
             steps.append("lines")
-            clean = False
-    if clean:
-        prepared.image = original if original is not None and original.size == gray.size else gray
-        prepared.steps = ["as_is"]
     return prepared
+
+
+def as_is(upload: Image.Image, prepared: Prepared, options: Enhance) -> Prepared | None:
+    """The upload as Tesseract reads it untouched, for a page where that may read better; else None.
+
+    Flattening loses a little on some clean pages (anti-aliased strokes, JPEG noise stretched into
+    ink) and gains a lot on others, so a page that needed no inversion and no line normalisation (where
+    Tesseract alone fails: light text, covers) is read both ways and the better reading is kept.
+    ``upload`` is bounded like the page (same size as ``prepared.flat``).
+    """
+    if (prepared.flat is None or not options.compare_as_uploaded
+            or "inverted" in prepared.steps or "lines" in prepared.steps):
+        return None
+    if upload.mode not in ("RGB", "L"):  # transparency and palettes: composited on white, as for the page
+        upload = to_gray(upload, max(upload.size))
+    return Prepared(image=upload, page_size=upload.size, steps=["as_is"], flat=prepared.flat)

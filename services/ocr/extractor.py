@@ -13,9 +13,10 @@ from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
 from services.ocr.engine import Line, Recognition, TesseractPool
-from services.ocr.enhance import Enhance, Prepared, prepare
+from services.ocr.enhance import Enhance, Prepared, as_is, prepare
 from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, to_gray
 from services.ocr.plausibility import KoreanPlausibility, Plausibility
+from services.ocr.quality import Reading, best, ink_of, judge
 from services.ocr.vlm import VisionReader
 
 TRACER = trace.get_tracer("services.ocr")
@@ -30,19 +31,22 @@ PAGE_SECONDS = Histogram("mesh_ocr_page_seconds", "time per page (preprocess + O
 
 @dataclass(frozen=True)
 class FallbackPolicy:
-    """When Tesseract's answer counts as a failure: no text, low confidence, or text that is not plausible.
+    """When Tesseract's answer counts as a failure: no text, low confidence, implausible text, unread ink.
 
-    ``max_implausible`` bounds the share of characters in implausible pieces (see
-    :mod:`services.ocr.plausibility`); it was chosen on the tuning split of bench/ocr_set.py and is
-    reported on the report split (bench/results/ocr.md).
+    Tesseract's confidence stays ≈ 85-95 on Korean it misread, so confidence is discounted by the
+    share of implausible characters (:mod:`services.ocr.plausibility`), and ink outside every line it
+    returned (:mod:`services.ocr.quality`) counts as text it dropped. ``min_plausible_confidence`` and
+    ``max_uncovered`` were chosen on the tuning split of bench/ocr_set.py (``python -m bench.ocr_tune``)
+    and are reported on the report split (bench/results/ocr.md).
     """
 
     min_confidence: float = 60.0
     max_low_word_share: float = 0.4
     low_word_confidence: float = 50.0
-    max_implausible: float = 0.12
+    min_plausible_confidence: float = 70.0
+    max_uncovered: float = 0.15
 
-    def failure(self, rec: Recognition, plausibility: Plausibility | None = None) -> str:
+    def failure(self, rec: Recognition, plausibility: Plausibility | None = None, uncovered: float = 0.0) -> str:
         """The reason Tesseract failed, or "" when its text is accepted."""
         if not rec.text.strip():
             return "no_text"
@@ -51,9 +55,16 @@ class FallbackPolicy:
         words = rec.word_confidences
         if words and sum(c < self.low_word_confidence for c in words) / len(words) > self.max_low_word_share:
             return "low_word_confidence"
-        if plausibility is not None and plausibility.implausible_share > self.max_implausible:
+        if (plausibility is not None
+                and rec.mean_confidence - 100.0 * plausibility.implausible_share < self.min_plausible_confidence):
             return "implausible_text"
+        if uncovered > self.max_uncovered:
+            return "unread_ink"
         return ""
+
+    def judge(self, reading: Reading) -> str:
+        """:meth:`failure` of one judged reading."""
+        return self.failure(reading.rec, reading.plausibility, reading.uncovered)
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,9 @@ class Extractor:
                  limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float,
                  enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None) -> None:
         self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
+        # The second reading of a page (as uploaded) runs beside the first on another engine when one is
+        # free; each reading takes and returns its engine, so pages never hold one while waiting for another.
+        self._second = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr-as-is")
         self.pool = pool
         self.reader = reader
         self.policy = policy
@@ -165,21 +179,29 @@ class Extractor:
         enhance = replace(self.enhance, deskew=self.enhance.deskew and prep.deskew)
         loop = asyncio.get_running_loop()
 
-        def work() -> tuple[Prepared, Recognition, Plausibility, int, int]:
+        def work() -> tuple[Reading, int, int]:
             t0 = time.perf_counter_ns()
             prepared = prepare_page(image, prep, enhance)
             t1 = time.perf_counter_ns()
+            second = as_is(bounded(image, prep.max_side), prepared, enhance)
+            pending = self._second.submit(self.pool.recognize, second.image, languages) if second else None
             rec = self.pool.recognize(prepared.image, languages)
-            plausible = self.plausibility.score(rec.text, rec.words)
-            return prepared, rec, plausible, t1 - t0, time.perf_counter_ns() - t1
+            readings = [judge(prepared, rec, self.plausibility,
+                              ink_of(prepared.image) if "flatten" in prepared.steps else None)]
+            if second is not None and pending is not None:
+                readings.append(judge(second, pending.result(), self.plausibility, ink_of(second.flat)))
+            return best(readings), t1 - t0, time.perf_counter_ns() - t1
 
-        prepared, rec, plausible, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
+        reading, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
+        prepared, rec = reading.prepared, reading.rec
         page = PageResult(index=index, text=rec.text, lines=_lines(rec, prepared),
                           mean_confidence=rec.mean_confidence, engine="tesseract", skew_degrees=prepared.skew,
                           ocr_size=prepared.page_size)
-        page.fallback_reason = self.policy.failure(rec, plausible)
-        trace.get_current_span().set_attributes({"mesh.ocr.steps": ",".join(prepared.steps),
-                                                 "mesh.ocr.implausible": round(plausible.implausible_share, 3)})
+        page.fallback_reason = self.policy.judge(reading)
+        trace.get_current_span().set_attributes({
+            "mesh.ocr.steps": ",".join(prepared.steps),
+            "mesh.ocr.implausible": round(reading.plausibility.implausible_share, 3),
+            "mesh.ocr.uncovered": round(reading.uncovered, 3)})
         vlm_ns = 0
         if page.fallback_reason:
             if not options.fallback:
@@ -219,6 +241,7 @@ class Extractor:
     async def close(self) -> None:
         """Stop threads, release engines and the VLM client."""
         self._threads.shutdown(wait=True)
+        self._second.shutdown(wait=True)
         self.pool.close()
         if self.reader is not None:
             await self.reader.close()

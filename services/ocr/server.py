@@ -81,12 +81,14 @@ async def create_ocr_service(
     limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
                     pdf_dpi=settings.pdf_dpi)
     policy = FallbackPolicy(settings.min_confidence, settings.max_low_word_share,
-                            max_implausible=settings.max_implausible)
+                            min_plausible_confidence=settings.min_plausible_confidence,
+                            max_uncovered=settings.max_uncovered)
     extractor = Extractor(pool, reader, policy, limits, Preprocess(max_side=settings.max_side, deskew=settings.deskew,
                                                                    smooth_radius=settings.smooth_radius),
                           settings.max_pending, settings.vlm_timeout_s,
                           enhance=Enhance(flatten=settings.flatten, deskew=settings.deskew,
-                                          line_height=settings.line_height))
+                                          line_height=settings.line_height,
+                                          compare_as_uploaded=settings.compare_as_uploaded))
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,

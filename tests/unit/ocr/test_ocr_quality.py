@@ -1,0 +1,74 @@
+"""Judging a reading without ground truth: unread ink, the combined trigger, keeping the better reading."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bench.ocr_set import build_set, cer
+from services.ocr.engine import Line, Recognition, TesseractPool
+from services.ocr.enhance import Enhance, Prepared, as_is, prepare
+from services.ocr.extractor import FallbackPolicy, prepare_page
+from services.ocr.imaging import Preprocess
+from services.ocr.plausibility import KoreanPlausibility, Plausibility
+from services.ocr.quality import Reading, best, ink_of, judge, uncovered_ink
+
+
+def test_uncovered_ink_is_the_share_outside_every_line_box():
+    ink = np.zeros((100, 200), bool)
+    ink[10:20, 10:110] = True  # 1000 pixels read
+    ink[60:70, 10:60] = True  # 500 pixels no line covers
+    assert uncovered_ink(ink, [Line("a", 90.0, (5, 8, 120, 15))]) == pytest.approx(500 / 1500)
+    assert uncovered_ink(ink, []) == 1.0
+    assert uncovered_ink(np.zeros((5, 5), bool), []) == 0.0
+
+
+def test_confidence_is_discounted_by_implausible_text_and_unread_ink_is_a_failure():
+    policy = FallbackPolicy(min_plausible_confidence=70.0, max_uncovered=0.15)
+    rec = Recognition("글자 셋", 90.0, [], [90.0, 90.0])
+    assert policy.failure(rec, Plausibility(0.15, 1.0, 3)) == ""  # 90 - 15 = 75
+    assert policy.failure(rec, Plausibility(0.25, 1.0, 3)) == "implausible_text"  # 90 - 25 = 65
+    assert policy.failure(rec, Plausibility(0.0, 1.0, 3), uncovered=0.3) == "unread_ink"
+    assert policy.failure(Recognition("글자 셋", 75.0, [], [75.0]), Plausibility(0.1, 1.0, 3)) == "implausible_text"
+
+
+def test_the_better_reading_wins_and_the_first_wins_a_tie():
+    page = Prepared(Image.new("L", (10, 10), 255), (10, 10))
+
+    def reading(confidence: float, implausible: float, uncovered: float) -> Reading:
+        return Reading(page, Recognition("가", confidence), Plausibility(implausible, 1.0, 1), uncovered)
+
+    first, worse, better = reading(90, 0.1, 0.0), reading(95, 0.0, 0.2), reading(88, 0.0, 0.0)
+    assert best([first, worse]) is first  # 80 vs 75
+    assert best([first, better]) is better  # 80 vs 88
+    assert best([first, reading(80, 0.0, 0.0)]) is first
+
+
+def test_only_pages_that_needed_no_inversion_or_line_scaling_are_also_read_as_uploaded():
+    samples = {s.name: s for s in build_set(per_category=4, split="tune")}
+    paragraph = samples["paragraph-01"].image
+    prepared = prepare_page(paragraph, Preprocess(), Enhance())
+    second = as_is(paragraph, prepared, Enhance())
+    assert second is not None and second.image is paragraph and second.steps == ["as_is"]
+    assert as_is(paragraph, prepared, Enhance(compare_as_uploaded=False)) is None
+    inverted = Image.eval(paragraph.convert("L"), lambda v: 255 - v)
+    assert as_is(inverted, prepare(inverted, Enhance()), Enhance()) is None
+    cover = samples["cover-00"].image  # a display title: line scaling
+    assert as_is(cover, prepare_page(cover, Preprocess(), Enhance()), Enhance()) is None
+
+
+def test_a_cover_whose_title_tesseract_dropped_is_flagged_and_the_prepared_reading_is_not():
+    cover = {s.name: s for s in build_set(per_category=4, split="tune")}["cover-03"]
+    pool, scorer, policy = TesseractPool("", "kor+eng", 1), KoreanPlausibility(), FallbackPolicy()
+    try:
+        prepared = prepare_page(cover.image, Preprocess(), Enhance())
+        mine = judge(prepared, pool.recognize(prepared.image), scorer, ink_of(prepared.image))
+        upload = Prepared(cover.image, cover.image.size, flat=prepared.flat)
+        plain = judge(upload, pool.recognize(cover.image), scorer, ink_of(prepared.flat))
+    finally:
+        pool.close()
+    assert cer(cover.truth, plain.rec.text) > 0.5 and plain.rec.mean_confidence > 85  # confident, yet wrong
+    assert plain.uncovered > 0.15 and policy.judge(plain) == "unread_ink"
+    assert cer(cover.truth, mine.rec.text) < 0.1 and policy.judge(mine) == ""
+    assert best([mine, plain]) is mine
