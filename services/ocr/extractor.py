@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,7 @@ from services.ocr.plausibility import KoreanPlausibility, Plausibility
 from services.ocr.quality import Reading, best, ink_of, judge
 from services.ocr.vlm import VisionReader
 
+log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("services.ocr")
 PAGES = Counter("mesh_ocr_pages", "pages read, by the engine whose text was returned", ["engine"])
 FALLBACKS = Counter("mesh_ocr_fallback", "pages Tesseract failed on, by reason and what followed",
@@ -189,7 +191,11 @@ class Extractor:
             readings = [judge(prepared, rec, self.plausibility,
                               ink_of(prepared.image) if "flatten" in prepared.steps else None)]
             if second is not None and pending is not None:
-                readings.append(judge(second, pending.result(), self.plausibility, ink_of(second.flat)))
+                try:
+                    readings.append(judge(second, pending.result(), self.plausibility, ink_of(second.flat)))
+                except Exception:  # noqa: BLE001 - the second reading is optional: the page keeps the first
+                    log.warning("reading page %d as uploaded failed; keeping the prepared reading", index,
+                                exc_info=True)
             return best(readings), t1 - t0, time.perf_counter_ns() - t1
 
         reading, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)

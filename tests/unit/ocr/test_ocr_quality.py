@@ -72,3 +72,25 @@ def test_a_cover_whose_title_tesseract_dropped_is_flagged_and_the_prepared_readi
     assert plain.uncovered > 0.15 and policy.judge(plain) == "unread_ink"
     assert cer(cover.truth, mine.rec.text) < 0.1 and policy.judge(mine) == ""
     assert best([mine, plain]) is mine
+
+
+async def test_a_failed_second_reading_leaves_the_page_its_prepared_reading():
+    from services.ocr.extractor import ExtractOptions, Extractor
+    from services.ocr.imaging import Limits
+
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}["paragraph-01"]
+    pool = TesseractPool("", "kor+eng", 2)
+    recognize = pool.recognize
+
+    def flaky(image, languages=None):
+        if image is page.image:  # the upload itself: the second reading
+            raise RuntimeError("engine failed")
+        return recognize(image, languages)
+
+    pool.recognize = flaky  # type: ignore[method-assign]
+    extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2, vlm_timeout_s=1.0)
+    try:
+        result = await extractor.read_page(0, page.image, ExtractOptions())
+    finally:
+        await extractor.close()
+    assert result.engine == "tesseract" and cer(page.truth, result.text) < 0.2
