@@ -17,7 +17,7 @@ REASONS_SYSTEM = (
     "규칙:\n"
     "1. 카드마다 그 카드의 이름과 정보만 씁니다. 다른 카드의 상품, 용도, 가격은 절대 쓰지 않습니다.\n"
     "2. 이름이나 정보를 그대로 베끼지 않습니다. 검색어의 상황(누구에게, 언제, 무엇을 위해)과 연결해 자기 말로 씁니다.\n"
-    "3. short: 한 줄, 10~40자. long: 새로운 내용의 두 문장, 40~120자. long에서 short를 되풀이하지 않습니다.\n"
+    "3. short: 한 줄, 10~40자. long: short에 없는 새로운 내용의 한 문장, 30~80자.\n"
     "4. 같은 구절을 두 번 쓰지 않습니다. 정보에 없는 사실은 지어내지 않습니다.\n"
     "JSON으로만 답합니다: {\"reasons\": [{\"id\": 카드 id, \"short\": ..., \"long\": ...}]}, 카드 순서대로.")
 # A worked example written for this project (a domain no test or bench set uses), sent as one earlier
@@ -27,11 +27,12 @@ REASONS_EXAMPLE_ITEMS = [("e1", "접이식 알루미늄 캠핑 의자", "캠핑�
                          ("e2", "충전식 LED 랜턴", "캠핑용품, 밝기 3단계, USB-C 충전, 27,000원")]
 REASONS_EXAMPLE_ANSWER = (
     '{"reasons": [{"id": "e1", "short": "첫 캠핑에서 편히 쉴 자리를 챙겨 주는 선물", '
-    '"long": "가벼워서 캠핑이 처음인 친구도 들고 다니기 부담이 없습니다. 불 앞이나 텐트 옆 어디서든 '
-    '바로 펴고 앉을 수 있어 첫날부터 쓸모가 있습니다."}, '
+    '"long": "가벼워서 캠핑이 처음인 친구도 부담 없이 들고 다니며 어디서든 바로 펴고 앉을 수 있습니다."}, '
     '{"id": "e2", "short": "어두운 캠핑장의 밤을 밝혀 줄 실용적인 선물", '
-    '"long": "캠핑장은 해가 지면 금방 어두워져 초보에게 조명이 꼭 필요합니다. 휴대폰 충전기로 다시 '
-    '채울 수 있어 배터리를 따로 챙기지 않아도 됩니다."}]}')
+    '"long": "해가 지면 금방 어두워지는 캠핑장에서 휴대폰 충전기로 다시 채워 쓸 수 있는 조명입니다."}]}')
+# The long reason is one sentence: on bench/reasoning.py's tuning queries the earlier two-sentence rule
+# (40-120 characters) took ~30 % more tokens and passed no more cards (python -m bench.llm_sampling
+# --compare prompt, bench/results/llm_prompts_length.md).
 SUMMARY_SYSTEM = "당신은 한국어 글을 정확하고 짧게 요약하는 도우미입니다. 요약만 답합니다."
 
 
@@ -80,10 +81,19 @@ def reasons_schema(item_ids: list[str], short_max: int = 50, long_max: int = 160
     }
 
 
-def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, list[str]] | None = None) -> str:
+# Each card's own instruction, the query repeated in it. Without the query there (once at the top) the
+# five-card user turn is ~100 tokens shorter (~1 s less before the first token on two cores); on the
+# tuning queries that did not pass more cards, so the instruction stayed as it was
+# (python -m bench.llm_sampling --compare prompt, bench/results/llm_prompts_length.md).
+TASK = "- 할 일: 카드 {i}의 이름과 정보만 보고, 이 상품이 '{query}'에 왜 맞는지 short와 long을 쓰세요."
+
+
+def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, list[str]] | None = None,
+               task: str = TASK) -> str:
     """The user turn: the query, then each item as structured fields with its own instruction.
 
-    ``notes`` names, per item id, what an earlier answer got wrong (a regeneration).
+    ``notes`` names, per item id, what an earlier answer got wrong (a regeneration); ``task`` is the
+    per-card instruction (``{i}``: the card's number, ``{query}``: the query).
     """
     lines = [f"검색어: {query}", ""]
     for i, (item_id, title, description) in enumerate(items, 1):
@@ -92,24 +102,24 @@ def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, l
             lines.append(f"- 정보: {description}")
         for note in (notes or {}).get(item_id, []):
             lines.append(f"- 고칠 점: {note}")
-        lines += [f"- 할 일: 카드 {i}의 이름과 정보만 보고, 이 상품이 '{query}'에 왜 맞는지 short와 long을 쓰세요.", ""]
+        lines += [task.format(i=i, query=query), ""]
     lines.append(f"카드 {len(items)}개 모두, 카드 순서대로 JSON으로 답하세요.")
     return "\n".join(lines)
 
 
 def reasons_messages(query: str, items: list[tuple[str, str, str]], strict_retry: bool = False,
-                     notes: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+                     notes: dict[str, list[str]] | None = None, task: str = TASK) -> list[dict[str, str]]:
     """One call for a query and its items (id, title, description): system, the example turn, this turn.
 
     ``strict_retry``: the previous answer broke the schema; ``notes``: per item, the checks it failed.
     """
-    user = item_cards(query, items, notes)
+    user = item_cards(query, items, notes, task)
     if notes:
         user += "\n이전 답이 규칙을 어겼습니다. '고칠 점'을 지켜 다시 쓰세요."
     if strict_retry:
         user += "\n이전 답이 형식에 맞지 않았습니다. 각 id를 정확히 한 번씩, 카드 순서대로 쓰세요."
     return [{"role": "system", "content": REASONS_SYSTEM},
-            {"role": "user", "content": item_cards(REASONS_EXAMPLE_QUERY, REASONS_EXAMPLE_ITEMS)},
+            {"role": "user", "content": item_cards(REASONS_EXAMPLE_QUERY, REASONS_EXAMPLE_ITEMS, task=task)},
             {"role": "assistant", "content": REASONS_EXAMPLE_ANSWER},
             {"role": "user", "content": user}]
 
