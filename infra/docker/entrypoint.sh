@@ -2,7 +2,7 @@
 # Entry point of the mesh image: the first argument names the process, the rest are its flags.
 #   embedding | retrieval | reasoning | ocr   python -m services.<name> "$@"
 #   gateway                                   python -m gateway "$@"
-#   llm                                       llama-cpp-python's server (the `llm` image target only)
+#   llm                                       llama.cpp's llama-server (the `llm` image target only)
 #   triton-repo DEST                          write a Triton model repository for GPU hosts into DEST
 #                                             (infra/triton/gpu config + the image's fp32 model.onnx)
 #   anything else                             executed as given (e.g. `python -c ...`)
@@ -15,10 +15,10 @@ case "$cmd" in
   gateway)
     exec python -m gateway "$@" ;;
   llm)
-    # Same flags as infra/llm/server.py: queue concurrent requests instead of cutting the running one.
-    exec python -m llama_cpp.server --model "/opt/llm-models/${LLM_MODEL}.gguf" --model_alias "${LLM_MODEL}" \
-      --host 0.0.0.0 --port "${LLM_PORT}" --n_ctx "${LLM_CTX}" --n_threads "${LLM_THREADS}" \
-      --n_threads_batch "${LLM_THREADS}" --interrupt_requests False --verbose False "$@" ;;
+    # Same flags as infra/llm/server.py: one slot (concurrent requests queue), DRY sampling, no web UI.
+    exec /opt/llm/bin/llama-server --model "/opt/llm-models/${LLM_MODEL}.gguf" --alias "${LLM_MODEL}" \
+      --host 0.0.0.0 --port "${LLM_PORT}" --ctx-size "${LLM_CTX}" --threads "${LLM_THREADS}" \
+      --threads-batch "${LLM_THREADS}" --parallel 1 --no-ui --dry-multiplier "${LLM_DRY_MULTIPLIER}" "$@" ;;
   triton-repo)
     dest="${1:?usage: triton-repo DEST}"
     mkdir -p "$dest/e5_small/1"

@@ -5,6 +5,8 @@
 # pins the version the Docker image also uses), so there is one pin. The flags come from
 # infra/llm/cmake_args.sh (CMAKE_ARGS overrides). The result is cached per version and flags under
 # ~/.cache/korean-mesh/llama-server/ and built once (~5 min on two cores); later calls print it at once.
+# PYTHON names the interpreter that downloads the sources (default .venv/bin/python; the Docker image's
+# llm-build stage passes its own).
 # Why not llama-cpp-python's own server: in a one-off comparison on a 2-core Xeon it wrote reasons 1.6x slower than llama-server
 # on the same model and flags (rebuilding it with the same AVX-512 flags gave no gain), see README "Reasoning".
 set -euo pipefail
@@ -17,7 +19,7 @@ if [[ -x "$OUT/bin/llama-server" ]]; then echo "$OUT"; exit 0; fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 echo "[llm] building llama-server $VERSION for this CPU ($ARGS), ~5 min" >&2
-.venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$WORK" "$PIN" >&2
+"${PYTHON:-.venv/bin/python}" -m pip download -q --no-deps --no-binary :all: -d "$WORK" "$PIN" >&2
 tar -xzf "$WORK"/llama_cpp_python-*.tar.gz -C "$WORK"
 SRC=$(echo "$WORK"/llama_cpp_python-*/vendor/llama.cpp)
 # shellcheck disable=SC2086  # ARGS is a list of flags
