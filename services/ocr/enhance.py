@@ -210,11 +210,14 @@ def as_is(upload: Image.Image, prepared: Prepared, options: Enhance) -> Prepared
     Flattening loses a little on some clean pages (anti-aliased strokes, JPEG noise stretched into
     ink) and gains a lot on others, so a page that needed no inversion and no line normalisation (where
     Tesseract alone fails: light text, covers) is read both ways and the better reading is kept.
-    ``upload`` is bounded like the page (same size as ``prepared.flat``).
+    ``upload`` is scaled to the size of ``prepared.flat`` (the bounded page), so the two readings' boxes
+    and the ink they are judged against line up.
     """
     if (prepared.flat is None or not options.compare_as_uploaded
             or "inverted" in prepared.steps or "lines" in prepared.steps):
         return None
     if upload.mode not in ("RGB", "L"):  # transparency and palettes: composited on white, as for the page
         upload = to_gray(upload, max(upload.size))
+    if upload.size != prepared.flat.size:
+        upload = upload.resize(prepared.flat.size, Image.Resampling.LANCZOS)
     return Prepared(image=upload, page_size=upload.size, steps=["as_is"], flat=prepared.flat)

@@ -185,7 +185,7 @@ class Extractor:
             t0 = time.perf_counter_ns()
             prepared = prepare_page(image, prep, enhance)
             t1 = time.perf_counter_ns()
-            second = as_is(bounded(image, prep.max_side), prepared, enhance)
+            second = as_is(image, prepared, enhance)
             pending = self._second.submit(self.pool.recognize, second.image, languages) if second else None
             rec = self.pool.recognize(prepared.image, languages)
             readings = [judge(prepared, rec, self.plausibility,

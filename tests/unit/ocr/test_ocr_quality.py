@@ -94,3 +94,14 @@ async def test_a_failed_second_reading_leaves_the_page_its_prepared_reading():
     finally:
         await extractor.close()
     assert result.engine == "tesseract" and cer(page.truth, result.text) < 0.2
+
+
+def test_a_large_upload_is_read_as_uploaded_at_the_size_of_the_bounded_page():
+    from services.ocr.imaging import Preprocess as Prep
+
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}["paragraph-01"].image
+    big = page.resize((page.width * 3, page.height * 3))
+    prepared = prepare_page(big, Prep(max_side=1200), Enhance())
+    second = as_is(big, prepared, Enhance())
+    assert prepared.flat is not None and max(prepared.flat.size) == 1200
+    assert second is not None and second.image.size == prepared.flat.size
