@@ -37,7 +37,8 @@ class OcrSettings(ServiceSettings):
     max_uncovered: float = Field(0.15, ge=0, le=1, description="share of the page's ink outside every line read "
                                                                "above which OCR failed (dropped text)")
     compare_as_uploaded: bool = Field(True, description="also read pages needing no inversion and no line "
-                                      "scaling as uploaded, keeping the better reading (a second engine's time)")
+                                      "scaling as uploaded, keeping the better reading (a second engine's time; "
+                                      "needs --flatten)")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")
