@@ -49,7 +49,8 @@ class RetrievalSettings(ServiceSettings):
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
     embed_timeout_s: float = Field(2.0, gt=0, description="deadline of a query-embedding call")
     analyzer: Literal["kiwi", "mecab"] = Field("kiwi", description="Korean morphological analyser")
-    term_profile: Literal["nouns", "nouns+predicates", "content", "nouns+predicates+units"] = Field(
+    term_profile: Literal["nouns", "nouns+predicates", "content", "nouns+predicates+units",
+                          "nouns+predicates+units+compounds"] = Field(
         "nouns+predicates+units", description="which morphemes become BM25 terms (collections record the "
                                               "profile; another profile is refused until reindexed)")
     bm25_k1: float = Field(1.2, gt=0, description="BM25 term-frequency saturation")

@@ -25,7 +25,14 @@ TERM_PROFILES: dict[str, tuple[str, ...]] = {
     # 킬로그램, 개, 권, 원, 명 …), and a number joined to the unit or counter after it (3권, 2리터) as
     # one more term. Grammatical bound nouns (UNIT_STOP_NNB) stay out.
     "nouns+predicates+units": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB"),
+    # The units profile plus compound nouns: two nouns written together with no space between them
+    # (건강보험 -> 건강, 보험 and 건강보험) also give the joined word as one more term, so a query
+    # that writes the compound ranks the passages that write it too above those that only use
+    # both nouns somewhere. Spaced nouns (건강 보험) are not joined.
+    "nouns+predicates+units+compounds": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB"),
 }
+COMPOUND_PROFILES = ("nouns+predicates+units+compounds",)
+COMPOUND_TAGS = ("NNG", "NNP")  # the nouns a compound joins (pairs of adjacent ones)
 DEFAULT_PROFILE = "nouns+predicates+units"
 # Bound nouns that are grammar, not content (것, 수, 등, 때문 …): written from Korean grammar, not
 # fitted to any set. Every other NNB Kiwi emits is a unit, a counter or a measure word.
@@ -59,6 +66,8 @@ def profile_fingerprint(profile: str) -> str:
     definition = ",".join(tags)
     if "NNB" in tags and profile not in LEGACY_PROFILES:
         definition += "|stop:" + ",".join(sorted(UNIT_STOP_NNB)) + "|join:SN+NNB,NR+NNB"
+    if profile in COMPOUND_PROFILES:
+        definition += "|compounds:" + "+".join(COMPOUND_TAGS) + ",adjacent pairs"
     return hashlib.sha256(definition.encode()).hexdigest()[:8]
 
 
@@ -83,6 +92,7 @@ class KoreanAnalyzer:
         self._keep = TERM_PROFILES[profile]
         # Legacy "content" keeps every NNB; the units profile filters them and joins numbers to them.
         self._units = "NNB" in self._keep and profile not in LEGACY_PROFILES
+        self._compounds = profile in COMPOUND_PROFILES
         self._lock = threading.Lock()
         if backend == "kiwi":
             from kiwipiepy import Kiwi
@@ -94,18 +104,21 @@ class KoreanAnalyzer:
             self._mecab = mecab.MeCab()
         self.info = AnalyzerInfo(BACKENDS[backend], importlib.metadata.version(BACKENDS[backend]), profile)
 
-    def _morphemes(self, text: str) -> list[tuple[str, str]]:
-        """(form, tag) pairs; MeCab's fused inflections are split back into their morphemes."""
+    def _morphemes(self, text: str) -> list[tuple[str, str, int, int]]:
+        """(form, tag, start, end) of each morpheme in the text.
+
+        MeCab's fused inflections are split back into their morphemes (positions -1: they join no compound).
+        """
         with self._lock:
             if self.backend == "kiwi":
-                return [(t.form, t.tag) for t in self._kiwi.tokenize(text)]
+                return [(t.form, t.tag, t.start, t.start + t.len) for t in self._kiwi.tokenize(text)]
             out = []
             for m in self._mecab.parse(text):
                 expr = m.feature.expression
                 if expr and "+" in m.feature.pos:
-                    out += [(part.split("/")[0], part.split("/")[1]) for part in expr.split("+")]
+                    out += [(part.split("/")[0], part.split("/")[1], -1, -1) for part in expr.split("+")]
                 else:
-                    out.append((m.surface, m.feature.pos))
+                    out.append((m.surface, m.feature.pos, m.span[0], m.span[1]))
             return out
 
     def terms(self, text: str) -> list[str]:
@@ -113,20 +126,23 @@ class KoreanAnalyzer:
         # Predicates are indexed by stem (먹었다, 먹는 -> 먹); tags like VV-R share the prefix.
         morphemes = self._morphemes(normalise(text))
         if not self._units:
-            return [form for form, tag in morphemes if tag.startswith(self._keep)]
+            return [form for form, tag, _, _ in morphemes if tag.startswith(self._keep)]
         out: list[str] = []
-        prev = ("", "")
-        for form, tag in morphemes:
+        prev = ("", "", -1, -1)
+        for form, tag, start, end in morphemes:
             if tag == "NNB":
                 if form in UNIT_STOP_NNB:
-                    prev = (form, tag)
+                    prev = (form, tag, start, end)
                     continue
                 out.append(form)
                 if prev[1] in ("SN", "NR"):
                     out.append(prev[0] + form)  # 3권, 2리터, 만원: the quantity as asked for
             elif tag.startswith(self._keep):
                 out.append(form)
-            prev = (form, tag)
+                if (self._compounds and tag in COMPOUND_TAGS and prev[1] in COMPOUND_TAGS
+                        and start >= 0 and prev[3] == start):
+                    out.append(prev[0] + form)  # 건강+보험 written as one word: 건강보험
+            prev = (form, tag, start, end)
         return out
 
     def terms_batch(self, texts: list[str]) -> list[list[str]]:

@@ -52,3 +52,20 @@ def test_legacy_profiles_are_frozen(legacy):
     assert TERM_PROFILES["content"] == ("NNG", "NNP", "NNB", "NR", "NP", "SL", "SN", "SH", "XR", "W_", "VV", "VA",
                                         "MAG")
     assert legacy.info.label().endswith("/nouns+predicates")
+
+
+@pytest.fixture(scope="module")
+def compounds():
+    return KoreanAnalyzer("nouns+predicates+units+compounds")
+
+
+def test_nouns_written_together_also_give_the_compound(compounds, units):
+    assert compounds.terms("건강보험 가입 조건") == ["건강", "보험", "건강보험", "가입", "조건"]
+    assert units.terms("건강보험 가입 조건") == ["건강", "보험", "가입", "조건"]
+    assert compounds.terms("건강 보험 가입") == ["건강", "보험", "가입"]  # spaced nouns are not joined
+    assert compounds.terms("책 3권을 샀다") == units.terms("책 3권을 샀다")  # units as in the units profile
+
+
+def test_the_compounds_profile_has_its_own_label(compounds, units):
+    assert "/nouns+predicates+units+compounds#" in compounds.info.label()
+    assert compounds.info.label() != units.info.label()
