@@ -154,6 +154,34 @@ class CardScanner:
                 out.append(obj)
 
 
+def _failed(item_id: str, findings: list[Finding]) -> ReasonOut:
+    """A card returned without text: what its last answer broke, never the text itself."""
+    return ReasonOut(item_id, "", "", "failed", tuple(sorted({f.kind for f in findings})))
+
+
+@dataclass(frozen=True)
+class _RedoPlan:
+    """The one regeneration of failing cards, planned the same way streamed or not.
+
+    ``notes`` name each card's violations for the prompt, ``first`` what each card first broke, and
+    ``timeouts`` the deadlines left (None: too little of the total deadline is left to try).
+    """
+
+    notes: dict[str, list[str]]
+    first: dict[str, tuple[str, ...]]
+    timeouts: Timeouts | None
+
+    @classmethod
+    def of(cls, failing: dict[str, list[Finding]], timeouts: Timeouts, start: float) -> _RedoPlan:
+        """The plan for ``failing`` (item id -> findings), ``start`` being when the request began."""
+        left = timeouts.total_s - (time.perf_counter() - start)
+        again = (Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)
+                 if left >= MIN_REGENERATION_S else None)
+        return cls({item_id: [f.detail for f in findings] for item_id, findings in failing.items()},
+                   {item_id: tuple(sorted({f.kind for f in findings})) for item_id, findings in failing.items()},
+                   again)
+
+
 class ReasonWriter:
     """Writes reasons for one query per call, checks every card, regenerates the failing ones once."""
 
@@ -231,21 +259,19 @@ class ReasonWriter:
         if not failing:
             yield total
             return
-        first = {item_id: tuple(sorted({f.kind for f in findings})) for item_id, findings in failing.items()}
+        plan = _RedoPlan.of(failing, timeouts, start)
         redo = {item.id: item for item in items if item.id in failing}
-        left = timeouts.total_s - (time.perf_counter() - start)
-        if left >= MIN_REGENERATION_S:
-            again = Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)
-            notes = {item_id: [f.detail for f in findings] for item_id, findings in failing.items()}
+        if plan.timeouts is not None:
             failure.clear()
             try:
                 async for item, reason in self._cards(query, items, redo, max_tokens=0, temperature=temperature,
-                                                      timeouts=again, total=total, failure=failure, notes=notes):
+                                                      timeouts=plan.timeouts, total=total, failure=failure,
+                                                      notes=plan.notes):
                     found = self.check(query, items, [reason], subset=[item]) if reason else {}
                     failing.update(found)
                     if reason and not found:
                         CARDS.labels("regenerated").inc()
-                        yield ReasonOut(item.id, reason.short, reason.long, "regenerated", first[item.id])
+                        yield ReasonOut(item.id, reason.short, reason.long, "regenerated", plan.first[item.id])
                     else:
                         redo[item.id] = item  # not regenerated: failed below
             except (DeadlineExceeded, DependencyUnavailable) as err:
@@ -255,7 +281,7 @@ class ReasonWriter:
         for item in items:
             if item.id in redo:
                 CARDS.labels("failed").inc()
-                yield ReasonOut(item.id, "", "", "failed", tuple(sorted({f.kind for f in failing[item.id]})))
+                yield _failed(item.id, failing[item.id])
         yield total
 
     async def _cards(self, query: str, items: list[ItemIn], pending: dict[str, ItemIn], *, max_tokens: int,
@@ -294,30 +320,22 @@ class ReasonWriter:
         """The failing cards after one more call naming their violations: regenerated or failed."""
         if not failing:
             return {}
-        left = timeouts.total_s - (time.perf_counter() - start)
+        plan = _RedoPlan.of(failing, timeouts, start)
         redo = [item for item in items if item.id in failing]
-        notes = {item_id: [f.detail for f in findings] for item_id, findings in failing.items()}
-        first = {item_id: tuple(sorted({f.kind for f in findings})) for item_id, findings in failing.items()}
         second: dict[str, ReasonOut] = {}
-        if left >= MIN_REGENERATION_S:
-            again = Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)
+        if plan.timeouts is not None:
             try:
                 redone = await self._generate(query, redo, max_tokens=0, temperature=temperature,
-                                              timeouts=again, total=total, notes=notes)
+                                              timeouts=plan.timeouts, total=total, notes=plan.notes)
             except (DeadlineExceeded, DependencyUnavailable, InvalidOutput) as err:
                 log.info("regenerating %d reason cards failed: %s", len(redo), err)
             else:
                 still = self.check(query, items, redone, subset=redo)
                 second = {r.item_id: r for r in redone if r.item_id not in still}
                 failing.update(still)
-        out = {}
-        for item in redo:
-            if item.id in second:
-                out[item.id] = ReasonOut(item.id, second[item.id].short, second[item.id].long, "regenerated",
-                                         first[item.id])
-            else:
-                out[item.id] = ReasonOut(item.id, "", "", "failed", tuple(sorted({f.kind for f in failing[item.id]})))
-        return out
+        return {item.id: (ReasonOut(item.id, second[item.id].short, second[item.id].long, "regenerated",
+                                    plan.first[item.id]) if item.id in second else _failed(item.id, failing[item.id]))
+                for item in redo}
 
     async def _generate(self, query: str, items: list[ItemIn], *, max_tokens: int, temperature: float,
                         timeouts: Timeouts, total: Usage, notes: dict[str, list[str]] | None = None

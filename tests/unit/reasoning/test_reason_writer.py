@@ -158,3 +158,18 @@ async def test_a_streamed_card_that_fails_again_comes_failed_without_text(writer
     assert [(e.item_id, e.status, e.short, e.violations) for e in events[:-1]] == \
         [("g3", "ok", GOOD["g3"][0], ()), ("g2", "failed", "", ("foreign_item",))]
     assert events[-1].llm_calls == 2 and len(standin.requests) == 2
+
+
+async def test_with_too_little_of_the_deadline_left_failing_cards_are_not_regenerated(writer_for):
+    # A total deadline under MIN_REGENERATION_S leaves no time for a second call, streamed or not: the
+    # copied card comes back failed, naming what it broke, after the one call.
+    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=COPY, g3=GOOD["g3"])])
+    short = Timeouts(0.9, 0.9, 0.9)
+    reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=short)
+    assert [(r.item_id, r.status, r.short, r.violations) for r in reasons] == \
+        [("g2", "failed", "", ("copy", "duplicate")), ("g3", "ok", GOOD["g3"][0], ())]
+    assert usage.llm_calls == 1
+    events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=short)]
+    assert [(e.item_id, e.status, e.violations) for e in events[:-1]] == \
+        [("g3", "ok", ()), ("g2", "failed", ("copy", "duplicate"))]
+    assert events[-1].llm_calls == 1 and len(standin.requests) == 2
