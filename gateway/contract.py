@@ -55,11 +55,20 @@ def compatible_schema(old: Any, new: Any) -> bool:
                for name, prop in old["properties"].items())
 
 
+# An operation's prose: what a reader is told, not what a client sends or receives.
+PROSE = ("summary", "description")
+
+
+def _contract(op: dict) -> str:
+    """An operation without its prose (a better description breaks no client)."""
+    return json.dumps({k: v for k, v in op.items() if k not in PROSE}, sort_keys=True)
+
+
 def changed_operations(snapshot: dict, spec: dict) -> list[str]:
     """Every snapshot operation missing or different now, and every schema they use that changed.
 
-    New operations, new schemas and new optional properties are allowed (the contract grows);
-    nothing existing may change.
+    New operations, new schemas and new optional properties are allowed (the contract grows), and so
+    is new prose on an operation (its summary and description); nothing else existing may change.
     """
     problems = []
     used: set[str] = set()
@@ -68,7 +77,7 @@ def changed_operations(snapshot: dict, spec: dict) -> list[str]:
             now = spec.get("paths", {}).get(path, {}).get(method)
             if now is None:
                 problems.append(f"removed: {method.upper()} {path}")
-            elif json.dumps(now, sort_keys=True) != json.dumps(op, sort_keys=True):
+            elif _contract(now) != _contract(op):
                 problems.append(f"changed: {method.upper()} {path}")
             _refs(op, used)
     old_schemas = snapshot.get("components", {}).get("schemas", {})

@@ -35,14 +35,7 @@ async def recommend(body: api.RecommendRequest, request: Request, dl: Deadline =
     return await _reasoning(request).recommend(body, dl)
 
 
-# The operation's OpenAPI text is frozen with contract v1 (gateway/openapi.json compares whole operations),
-# so the `reason` events added since are documented in the docstring below, not in the spec.
-STREAM_DESCRIPTION = ("Recommendations as server-sent events.\n\n`cards` (the search result, at once), then "
-                      "`reasons` (one event with every reason), then `done`;\nor `error` after `cards` when the "
-                      "reasons fail.")
-
-
-@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC}, description=STREAM_DESCRIPTION)
+@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC})
 async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
     """Recommendations as server-sent events, in this order.
 

@@ -29,6 +29,12 @@ def test_rule_catches_changes_and_allows_additions():
     gone = copy.deepcopy(spec)
     del gone["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]
     assert "schema changed: SearchRequest" in changed_operations(spec, gone)
+    reworded = copy.deepcopy(spec)
+    reworded["paths"]["/v1/search"]["post"]["description"] = "Better prose for the same operation."
+    assert changed_operations(spec, reworded) == []  # prose breaks no client
+    moved = copy.deepcopy(spec)
+    moved["paths"]["/v1/search"]["post"]["operationId"] = "renamed"
+    assert "changed: POST /v1/search" in changed_operations(spec, moved)
     removed = copy.deepcopy(spec)
     del removed["paths"]["/v1/search"]
     assert "removed: POST /v1/search" in changed_operations(spec, removed)
