@@ -408,7 +408,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--overhead-rounds", type=int, default=40, help="rounds of part 1b (5 prompts each)")
-    parser.add_argument("--stream-rounds", type=int, default=3, help="queries of part 4 (5 items each)")
+    parser.add_argument("--stream-rounds", type=int, default=3,
+                        help=f"queries of part 4 (5 items each), at most {len(STREAM_QUERIES)}")
     parser.add_argument("--parts", type=lambda v: [p for p in v.split(",") if p], default=list(PARTS),
                         help=f"comma-separated parts to run ({','.join(PARTS)}); fewer than all only prints")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
@@ -416,6 +417,11 @@ def main() -> None:
     unknown = set(args.parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))} (choose from {', '.join(PARTS)})")
+    if not 1 <= args.stream_rounds <= len(STREAM_QUERIES):
+        # A query asked again is answered from llama-server's prompt cache (its first token at once):
+        # such a round would measure the cache, not the answer.
+        parser.error(f"--stream-rounds must be 1..{len(STREAM_QUERIES)}: a repeated query's prompt comes from "
+                     "the server's prompt cache")
     write_report(args, asyncio.run(run(args)))
 
 
