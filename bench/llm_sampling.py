@@ -1,6 +1,6 @@
 """Sampling and prompt choices of the embedded LLM, measured where they were made: first answers passing every check.
 
-    python -m bench.llm_sampling [--compare dry|prompt] [--reps 3] [--dry 0.8] [--out bench/results]
+    python -m bench.llm_sampling [--compare dry|prompt|name] [--reps 3] [--dry 0.8] [--out bench/results]
 
 The tuning set is bench/reasoning.py's five queries over its five items (never the report set
 bench/data/reasoning_set.json, on which bench.llm_select reports the choices). Every card of a
@@ -14,6 +14,10 @@ schema (services/reasoning/prompts.py). No regeneration: this counts what the ch
   in the service's with a per-card instruction that does not repeat the query (fewer prompt tokens;
   rejected), interleaved (written to llm_prompts_length.md). The three prompts' worked examples differ,
   so each call re-reads them: seconds here include that, unlike in the service, where they stay cached.
+- ``--compare name``: one server with the default sampling; each query in the service's prompt and in
+  the same prompt whose copying rule also says not to write the product's name again (it is on the
+  card already), interleaved (written to llm_prompts_name.md). Same worked example, so both keep the
+  cached prefix of the system message's first rule only.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ PREVIOUS_ANSWER = (
     '채울 수 있어 배터리를 따로 챙기지 않아도 됩니다."}]}')
 CURRENT_RULE = "3. short: 한 줄, 10~40자. long: short에 없는 새로운 내용의 한 문장, 30~80자.\n"
 QUERY_ONCE_TASK = "- 할 일: 카드 {i}의 이름과 정보만 보고, 이 상품이 검색어에 왜 맞는지 씁니다."
+COPY_RULE = ("2. 이름이나 정보를 그대로 베끼지 않습니다. "
+             "검색어의 상황(누구에게, 언제, 무엇을 위해)과 연결해 자기 말로 씁니다.\n")
+NO_NAME_RULE = ("2. short와 long에 상품 이름을 다시 쓰지 않습니다(이름은 카드에 이미 보입니다). "
+                "정보를 그대로 베끼지 않고, 검색어의 상황(누구에게, 언제, 무엇을 위해)과 연결해 자기 말로 씁니다.\n")
 
 
 def previous_messages(query: str, rows: list[tuple[str, str, str]]) -> list[dict[str, str]]:
@@ -61,6 +69,14 @@ def previous_messages(query: str, rows: list[tuple[str, str, str]]) -> list[dict
 def query_once_messages(query: str, rows: list[tuple[str, str, str]]) -> list[dict[str, str]]:
     """The service's messages with a per-card instruction that does not repeat the query (tried, rejected)."""
     return reasons_messages(query, rows, task=QUERY_ONCE_TASK)
+
+
+def no_name_messages(query: str, rows: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+    """The service's messages whose copying rule also forbids writing the product's name again."""
+    assert COPY_RULE in prompts.REASONS_SYSTEM, "the service's rule changed: update this bench"
+    messages = reasons_messages(query, rows)
+    messages[0] = {"role": "system", "content": prompts.REASONS_SYSTEM.replace(COPY_RULE, NO_NAME_RULE)}
+    return messages
 
 
 def first_answer(base_url: str, model: str, query: str, messages=reasons_messages) -> dict:
@@ -104,11 +120,17 @@ def run(reps: int, dry: float) -> dict[str, list[dict]]:
     return out
 
 
-def run_prompts(reps: int) -> dict[str, list[dict]]:
-    """One server with the default sampling; each query in the previous and in the service's prompt."""
-    variants = {"previous: long of two sentences (40-120 chars), query on every card": previous_messages,
-                "service: long of one sentence (30-80 chars), query on every card": reasons_messages,
-                "long of one sentence, query once (at the top)": query_once_messages}
+PROMPT_VARIANTS = {
+    "prompt": {"previous: long of two sentences (40-120 chars), query on every card": previous_messages,
+               "service: long of one sentence (30-80 chars), query on every card": reasons_messages,
+               "long of one sentence, query once (at the top)": query_once_messages},
+    "name": {"service": reasons_messages, "product name not written again": no_name_messages},
+}
+
+
+def run_prompts(reps: int, compare: str = "prompt") -> dict[str, list[dict]]:
+    """One server with the default sampling; each query in every prompt of ``compare``, interleaved."""
+    variants = PROMPT_VARIANTS[compare]
     out: dict[str, list[dict]] = {name: [] for name in variants}
     server = start_llm_server(free_port(), log_path=Path(tempfile.mkdtemp()) / "llm.log")
     try:
@@ -128,14 +150,14 @@ def main() -> None:
     """CLI."""
     parser = argparse.ArgumentParser(prog="python -m bench.llm_sampling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--compare", choices=["dry", "prompt"], default="dry",
+    parser.add_argument("--compare", choices=["dry", *PROMPT_VARIANTS], default="dry",
                         help="what to compare [default dry]")
     parser.add_argument("--reps", type=int, default=3, help="interleaved runs of both settings [default 3]")
     parser.add_argument("--dry", type=float, default=DRY_MULTIPLIER,
                         help=f"the DRY multiplier to compare with none [default {DRY_MULTIPLIER}]")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
-    results = run(args.reps, args.dry) if args.compare == "dry" else run_prompts(args.reps)
+    results = run(args.reps, args.dry) if args.compare == "dry" else run_prompts(args.reps, args.compare)
     info = machine_info()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = []
@@ -146,10 +168,11 @@ def main() -> None:
                      f"{statistics.median(a['seconds'] for a in answers):.1f}",
                      f"{statistics.median(a['prompt_tokens'] for a in answers):.0f}",
                      f"{statistics.median(a['completion_tokens'] for a in answers):.0f}"])
-    title, name, command = (("DRY sampling", "llm_sampling", f"--reps {args.reps} --dry {args.dry}")
-                            if args.compare == "dry" else
-                            ("The long reason's length rule", "llm_prompts_length",
-                             f"--compare prompt --reps {args.reps}"))
+    title, name, command = {
+        "dry": ("DRY sampling", "llm_sampling", f"--reps {args.reps} --dry {args.dry}"),
+        "prompt": ("The long reason's length rule", "llm_prompts_length", f"--compare prompt --reps {args.reps}"),
+        "name": ("Not writing the product's name again", "llm_prompts_name", f"--compare name --reps {args.reps}"),
+    }[args.compare]
     lines = [f"# {title} on the tuning queries (first answers, no regeneration)", "",
              f"Run {now} with `python -m bench.llm_sampling {command}`.", "",
              f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}.",
