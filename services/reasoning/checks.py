@@ -5,10 +5,12 @@ A reason must be about its own item and the query, in Korean, of a sensible leng
 - ``copy``: the item's own title/description copied (character n-gram containment of the reason
   in the item's text, n-grams of the query excluded, over ``copy_containment``), or the prompt's own
   instruction echoed (a reason containing words only the prompt uses: ``short``, ``쓰세요``, ...), or
-  nothing but the query;
+  nothing but the query (the query itself, or only its words, particles aside: 요리가 좋아하는 어머니
+  for 요리를 좋아하는 어머니);
 - ``foreign_item``: a name or fact of another item of the list (a distinctive word of another
   item's title or description that is neither in this item's text nor in the query);
-- ``not_korean``: Hangul under ``min_hangul_share`` of the letters;
+- ``not_korean``: Hangul under ``min_hangul_share`` of the letters, or a letter of another script
+  than Hangul, Latin or Hanja inside (어머ニ, 어머ни: the small model's slips);
 - ``length``: outside the short / long character bounds;
 - ``duplicate``: short and long saying the same thing (containment either way);
 - ``repetition``: one phrase (``repeat_chars`` characters, spaces and punctuation ignored) twice
@@ -108,6 +110,18 @@ def distinctive_words(text: str, min_chars: int) -> set[str]:
     return {w for w in words if len(w) >= min_chars and w not in _GENERIC}
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased, particles cut."""
+    return [_stem(w) for w in _WORD.findall(unicodedata.normalize("NFC", text).lower())]
+
+
+def other_script(text: str) -> str:
+    """The letters of ``text`` that are neither Hangul, Latin nor Hanja (kana, Cyrillic …), in order."""
+    return "".join(c for c in text if c.isalpha() and not (
+        "가" <= c <= "힣" or "\u1100" <= c <= "\u11ff" or "\u3130" <= c <= "\u318f"  # syllables, jamo
+        or c.isascii() or "\u4e00" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff"))  # Latin; Hanja
+
+
 def repeated_phrase(text: str, k: int) -> str:
     """A run of ``k`` normalised characters that occurs twice without overlap, or ''."""
     s = normalise(text)
@@ -125,13 +139,14 @@ def check_reason(short: str, long: str, *, title: str, description: str, query: 
     own_grams = ngrams(own, rules.ngram)
     query_norm = normalise(query)
     query_grams = ngrams(query_norm, rules.ngram)
+    query_words = set(words(query))
     texts = {"short": short, "long": long}
     for name, text in texts.items():
         norm = normalise(text)
         share = containment(text, own_grams, rules.ngram, exclude=query_grams)
         if share > rules.copy_containment or (len(norm) >= 6 and norm in own):
             out.append(Finding("copy", name, f"{name}가 상품명·설명을 그대로 옮겼습니다 (겹침 {share:.0%})"))
-        elif len(norm) >= 4 and norm in query_norm:
+        elif len(norm) >= 4 and (norm in query_norm or set(words(text)) <= query_words):
             out.append(Finding("copy", name, f"{name}가 검색어를 그대로 옮겼습니다. 이 상품이 맞는 이유를 쓰세요"))
         elif any(echo in norm for echo in PROMPT_ECHOES):
             out.append(Finding("copy", name, f"{name}가 지시문을 그대로 옮겼습니다. 이유만 쓰세요"))
@@ -143,8 +158,11 @@ def check_reason(short: str, long: str, *, title: str, description: str, query: 
     if foreign:
         out.append(Finding("foreign_item", "both", "다른 상품의 내용을 썼습니다: " + ", ".join(sorted(foreign)[:5])))
     share = hangul_share(short + long)
+    stray = other_script(short + long)
     if share < rules.min_hangul_share:
         out.append(Finding("not_korean", "both", f"한국어가 아닙니다 (한글 {share:.0%})"))
+    elif stray:
+        out.append(Finding("not_korean", "both", f"한글 사이에 다른 문자가 섞였습니다 ('{stray[:5]}')"))
     for name, (low, high) in (("short", rules.short_chars), ("long", rules.long_chars)):
         n = len(texts[name].strip())
         if not low <= n <= high:

@@ -97,3 +97,22 @@ def test_the_labelled_sets_are_well_formed(name):
         for card in case["cards"]:
             assert card["id"] in ids and set(card["labels"]) <= {"copy", "foreign_item", "not_korean", "length",
                                                                   "duplicate", "repetition"}
+
+
+def test_only_the_querys_words_is_a_copy_of_the_query_but_using_some_of_them_is_not():
+    # Seen from the 1.5B model: the query as every card's short, once with one particle changed.
+    query = "요리를 좋아하는 어머니 생신 선물"
+    pot = ("스테인리스 냄비 3종 세트", "주방용품, 49,000원")
+    long = "매일 요리하시는 어머니께서 오래 두고 쓰실 수 있는 튼튼한 냄비입니다."
+    assert "copy" in kinds("요리를 좋아하는 어머니 생신 선물", long, item=pot, others=(), query=query)
+    assert "copy" in kinds("요리가 좋아하는 어머니 생신 선물", long, item=pot, others=(), query=query)
+    assert "copy" in kinds("어머니 생신 선물", long, item=pot, others=(), query=query)
+    assert kinds("요리를 좋아하는 어머니께 딱 맞는 냄비", long, item=pot, others=(), query=query) == set()
+
+
+def test_letters_of_another_script_inside_korean_are_not_korean():
+    # Seen from the 1.5B model: 어머ニ, 어머ни in otherwise Korean reasons.
+    assert "not_korean" in kinds("두 분의 저녁을 은은하게 채워 줄 향기 선ニ", GOOD_LONG)
+    assert "not_korean" in kinds(GOOD_SHORT, GOOD_LONG.replace("부담", "부ни"))
+    assert kinds(GOOD_SHORT + " (香)", GOOD_LONG) == set()  # Hanja and Latin are no slip
+    assert kinds("LED 조명처럼 은은한 향기 선물", GOOD_LONG) == set()
