@@ -105,9 +105,8 @@ def _stem(word: str) -> str:
 
 def distinctive_words(text: str, min_chars: int) -> set[str]:
     """Words of ``text`` (particles cut) that can name an item: at least ``min_chars`` long, not generic."""
-    clean = re.sub(r"(?<=\d),(?=\d)", "", unicodedata.normalize("NFC", text).lower())
-    words = {_stem(w) for w in _WORD.findall(clean)}
-    return {w for w in words if len(w) >= min_chars and w not in _GENERIC}
+    found = set(words(re.sub(r"(?<=\d),(?=\d)", "", text)))  # 49,000 -> 49000
+    return {w for w in found if len(w) >= min_chars and w not in _GENERIC}
 
 
 def words(text: str) -> list[str]:

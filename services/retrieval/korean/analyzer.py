@@ -17,6 +17,7 @@ from dataclasses import dataclass
 # Tag prefixes kept as index terms, per profile. Kiwi's tag set (Sejong-based):
 # NNG/NNP common/proper nouns, NR numerals, SL foreign letters, SN numbers, SH hanja, XR roots,
 # VV/VA verb/adjective stems, MAG general adverbs, W_* URLs/e-mail/hashtags/serials.
+_UNITS_TAGS = ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB")
 TERM_PROFILES: dict[str, tuple[str, ...]] = {
     "nouns": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_"),
     "nouns+predicates": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA"),
@@ -24,12 +25,12 @@ TERM_PROFILES: dict[str, tuple[str, ...]] = {
     # nouns+predicates plus the bound nouns (NNB) that carry meaning: units and counters (리터, 갤런,
     # 킬로그램, 개, 권, 원, 명 …), and a number joined to the unit or counter after it (3권, 2리터) as
     # one more term. Grammatical bound nouns (UNIT_STOP_NNB) stay out.
-    "nouns+predicates+units": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB"),
+    "nouns+predicates+units": _UNITS_TAGS,
     # The units profile plus compound nouns: two nouns written together with no space between them
     # (건강보험 -> 건강, 보험 and 건강보험) also give the joined word as one more term, so a query
     # that writes the compound ranks the passages that write it too above those that only use
     # both nouns somewhere. Spaced nouns (건강 보험) are not joined.
-    "nouns+predicates+units+compounds": ("NNG", "NNP", "NR", "SL", "SN", "SH", "XR", "W_", "VV", "VA", "NNB"),
+    "nouns+predicates+units+compounds": _UNITS_TAGS,
 }
 COMPOUND_PROFILES = ("nouns+predicates+units+compounds",)
 COMPOUND_TAGS = ("NNG", "NNP")  # the nouns a compound joins (pairs of adjacent ones)
