@@ -25,6 +25,12 @@ in-sample). The weighted fusion's dense weight and RRF's k are chosen the same w
 ``weighted (CV)`` and ``rrf (CV)``). ``weighted 0.2`` is the old default, tuned on autorag-ko.
 Significance: paired randomisation (sign-flip) test on per-query nDCG@10, 20,000 draws, two-sided,
 and a bootstrap 95 % interval of the mean difference.
+
+``--dense-chunks N`` measures a design option the service does not have: each passage split at
+sentence ends into chunks of at most N characters, one vector per chunk, and the dense leg scoring a
+passage by its best chunk (what a multi-vector MaxSim field would return for one query vector),
+computed in process over the same int8 vectors; the keyword leg and every fusion as above, default
+profile only. It writes ``fusion_eval_chunks<N>.{md,json}`` beside the main results.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +50,7 @@ import numpy as np
 from bench.common import machine_info, md_table
 from bench.retrieval import embed_cached
 from services.embedding.modelbuild.paths import current_model_dir
-from services.retrieval.hybrid import AutoModel, HybridSearcher, ScoredDoc, auto_features, auto_fusion
+from services.retrieval.hybrid import LEG_CANDIDATES, AutoModel, HybridSearcher, ScoredDoc, auto_features, auto_fusion
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.korean.bm25 import Bm25
 from services.retrieval.query import SearchQuery
@@ -179,11 +186,52 @@ def ranked_ids(q: SearchQuery, mode: str, ql: QueryLegs, model: AutoModel | None
     return [d.doc_id for d in HybridSearcher.finish(q, mode, legs, 10, ql.n_terms, ql.size).hits]
 
 
-def collect(cat: Catalog, ev: EvalSet, qterms: list[list[str]], qvecs: np.ndarray) -> list[QueryLegs]:
-    """Both legs of every query of a set, once."""
+SENTENCE_END = re.compile(r"(?<=[.?!다])\s+|\n+")
+
+
+def chunk_text(text: str, size: int) -> list[str]:
+    """``text`` split at sentence ends (and newlines) into chunks of at most ``size`` characters.
+
+    Sentences are packed greedily; a sentence longer than ``size`` stays whole (the model truncates it).
+    """
+    out: list[str] = []
+    current = ""
+    for part in (p.strip() for p in SENTENCE_END.split(text)):
+        if not part:
+            continue
+        if current and len(current) + 1 + len(part) > size:
+            out.append(current)
+            current = part
+        else:
+            current = f"{current} {part}".strip()
+    if current:
+        out.append(current)
+    return out or [text]
+
+
+@dataclass
+class Chunks:
+    """Chunk vectors of a set's passages and, per chunk, the index of the passage it came from."""
+
+    vecs: np.ndarray
+    owner: np.ndarray
+
+    def best_chunk_leg(self, ev: EvalSet, qvec: np.ndarray) -> list[ScoredDoc]:
+        """The dense leg scoring each passage by its best chunk (cosine), top ``LEG_CANDIDATES``."""
+        best = np.full(len(ev.passages), -2.0)
+        np.maximum.at(best, self.owner, self.vecs @ qvec)
+        top = sorted(range(len(best)), key=lambda j: (-best[j], ev.passages[j][0]))[:LEG_CANDIDATES]
+        return [ScoredDoc(ev.passages[j][0], float(best[j]), ev.passages[j][1], {}) for j in top]
+
+
+def collect(cat: Catalog, ev: EvalSet, qterms: list[list[str]], qvecs: np.ndarray,
+            chunks: Chunks | None = None) -> list[QueryLegs]:
+    """Both legs of every query of a set, once (``chunks``: the dense leg by best chunk instead)."""
     out = []
     for (_, relevant), terms, qvec in zip(ev.queries, qterms, qvecs, strict=True):
         legs = cat.legs(terms, qvec)
+        if chunks is not None:
+            legs["dense"] = chunks.best_chunk_leg(ev, qvec)
         n_terms = len(Bm25.query(terms).indices)
         ql = QueryLegs(legs, relevant, n_terms, len(ev.passages),
                        auto_features(legs.get("dense", []), legs.get("keyword", []), n_terms, len(ev.passages)), 0.0)
@@ -252,6 +300,9 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="shared data folder (autorag-ko, klue-sts)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--dense-chunks", type=int, default=0, metavar="CHARS",
+                        help="measure the dense leg by best chunk of at most CHARS characters (default profile "
+                             "only; writes fusion_eval_chunks<CHARS>.md)")
     parser.add_argument("--fit", action="store_true",
                         help="print AUTO's model fitted on all three base sets (for services/retrieval/hybrid.py)")
     args = parser.parse_args()
@@ -265,9 +316,10 @@ def main() -> None:
     qvecs = {s.name: embed_cached([q for q, _ in s.queries], True, model_dir, revision) for s in base}
     pvecs["merged"] = np.concatenate([pvecs[s.name] for s in base])
     qvecs["merged"] = np.concatenate([qvecs[s.name] for s in base])
+    chunks = chunk_vectors(base, args.dense_chunks, model_dir, revision) if args.dense_chunks else {}
     results: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # profile -> set -> method -> per-query
     models: dict[str, dict[str, AutoModel]] = {}
-    for profile in PROFILES if not args.fit else PROFILES[-1:]:
+    for profile in PROFILES if not (args.fit or args.dense_chunks) else PROFILES[-1:]:
         analyzer = KoreanAnalyzer(profile)
         t = time.perf_counter()
         pterms = {s.name: analyzer.terms_batch([x for _, x in s.passages]) for s in base}
@@ -278,7 +330,7 @@ def main() -> None:
         collected = {}
         for ev in sets:
             cat = Catalog(ev, analyzer, pvecs[ev.name], revision, pterms[ev.name])
-            collected[ev.name] = collect(cat, ev, qterms[ev.name], qvecs[ev.name])
+            collected[ev.name] = collect(cat, ev, qterms[ev.name], qvecs[ev.name], chunks.get(ev.name))
             cat.store.close()
         if args.fit:
             print(fit_auto([q for s in base for q in collected[s.name]]))
@@ -297,6 +349,24 @@ def main() -> None:
     report(args, sets, results, models, revision, time.perf_counter() - started)
 
 
+def chunk_vectors(base: list[EvalSet], size: int, model_dir: Path, revision: str) -> dict[str, Chunks]:
+    """Every base set's chunk vectors (passage vectors of the int8 model), and merged's, concatenated."""
+    out = {}
+    for ev in base:
+        texts, owner = [], []
+        for j, (_, text) in enumerate(ev.passages):
+            parts = chunk_text(text, size)
+            texts += parts
+            owner += [j] * len(parts)
+        out[ev.name] = Chunks(embed_cached(texts, False, model_dir, revision), np.asarray(owner))
+        print(f"[bench] {ev.name}: {len(ev.passages)} passages in {len(texts)} chunks of <= {size} characters",
+              flush=True)
+    offsets = np.cumsum([0, *(len(ev.passages) for ev in base[:-1])])
+    out["merged"] = Chunks(np.concatenate([out[ev.name].vecs for ev in base]),
+                           np.concatenate([out[ev.name].owner + o for ev, o in zip(base, offsets, strict=True)]))
+    return out
+
+
 def cv_choice(by_set: dict[str, dict[str, np.ndarray]], held: str, base_names: list[str], prefix: str) -> str:
     """The method named ``prefix…`` with the best mean nDCG@10 over the base sets other than ``held``."""
     names = [m for m in next(iter(by_set.values())) if m.startswith(prefix)]
@@ -309,12 +379,13 @@ def report(args, sets: list[EvalSet], results, models, revision: str, seconds: f
     info = machine_info()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     profile = PROFILES[-1]
+    chunked = f" --dense-chunks {args.dense_chunks}" if args.dense_chunks else ""
     base_names = [s.name for s in sets if s.name != "merged"]
     by_set = results[profile]
     shown = ["dense", "keyword", "auto", "auto (service model)", "dbsf", "rrf k=60", "weighted 0.2", "weighted 0.5",
              HINDSIGHT]
     lines = ["# Fusion evaluation", "",
-             f"Run {now} with `python -m bench.fusion_eval --data {args.data}` ({seconds / 60:.1f} min).", "",
+             f"Run {now} with `python -m bench.fusion_eval --data {args.data}{chunked}` ({seconds / 60:.1f} min).", "",
              f"- Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; embedding int8 "
              f"`{revision}` in process; Qdrant Edge in memory; analyser `kiwipiepy` profile `{profile}` "
              "unless said otherwise; top 10 from 50 candidates per leg.",
@@ -329,6 +400,11 @@ def report(args, sets: list[EvalSet], results, models, revision: str, seconds: f
              "way. `weighted 0.2` is the old service default, tuned on autorag-ko by an earlier run. "
              f"`{HINDSIGHT}` is not a method: each query's dense weight (0, 0.05 … 1, AUTO's rule) chosen "
              "knowing the answer, the most any per-query weighting of these two legs could reach.", ""]
+    if args.dense_chunks:
+        lines[-1:-1] = [f"- **Dense leg by best chunk** (not a service feature): each passage split at sentence ends "
+                        f"into chunks of at most {args.dense_chunks} characters, one vector per chunk, a passage "
+                        "scored by its best chunk; AUTO refitted on these legs the same leave-one-set-out way. "
+                        f"The chunk size was set before any run, not chosen on a set."]
     rows = []
     for ev in sets:
         r = by_set[ev.name]
@@ -359,7 +435,7 @@ def report(args, sets: list[EvalSet], results, models, revision: str, seconds: f
               md_table(["set", "method", "best leg", "Δ nDCG@10", "95 % CI", "p", "≥ +0.005", "significantly below"],
                        sig_rows), ""]
     prof_rows = []
-    for prof in PROFILES:
+    for prof in results:
         for ev in sets:
             r = results[prof][ev.name]
             prof_rows.append([prof, ev.name, *(f"{r[m][:, 0].mean():.3f}" for m in ("keyword", "auto", "dbsf"))])
@@ -372,8 +448,9 @@ def report(args, sets: list[EvalSet], results, models, revision: str, seconds: f
                          str(m.coef), f"{m.bias:g}"] for prof, by in models.items() for name, m in by.items()]), ""]
     text = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fusion_eval.md").write_text(text, encoding="utf-8")
-    (args.out / "fusion_eval.json").write_text(json.dumps({
+    stem = f"fusion_eval_chunks{args.dense_chunks}" if args.dense_chunks else "fusion_eval"
+    (args.out / f"{stem}.md").write_text(text, encoding="utf-8")
+    (args.out / f"{stem}.json").write_text(json.dumps({
         "when": now, "machine": info, "revision": revision,
         "sets": {s.name: {"passages": len(s.passages), "queries": len(s.queries)} for s in sets},
         "mean": {prof: {name: {m: v.mean(axis=0).round(4).tolist() for m, v in r.items()}
