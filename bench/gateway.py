@@ -1,7 +1,7 @@
 """Gateway bench: ``/v1/search`` end to end (REST -> embedding -> retrieval) under concurrency.
 
     python -m bench.gateway [--docs 10000] [--concurrency 1 4 8 16] [--requests 200] [--skip-shared-redis]
-                            [--skip-degraded]
+                            [--skip-degraded] [--target-rounds 5]
 
 The whole mesh runs as processes (embedding int8, retrieval on embedded Qdrant Edge with 10k
 synthetic Korean documents, the gateway with its in-process LRU cache). Cold: every query text is
@@ -10,6 +10,9 @@ Degraded: the embedding service is stopped, so searches run keyword-only. In the
 bench process embeds the same kind of queries in process (ORT int8, the service's graph) and through
 the embedding service directly (gRPC), so the search targets and the gateway's embedding stage
 (``embed_ms``: REST to embedding reply, cache lookup and client included) read against them.
+Issue 16's two search targets are then measured again over ``--target-rounds`` rounds and judged on
+the medians: on two shared cores one pass lands on either side of them (three passes on one
+morning gave c=8 cold/warm 64.8 %, 74.4 % and 80.3 %).
 """
 
 from __future__ import annotations
@@ -132,6 +135,10 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=None, help="built model folder (default: the current one)")
     parser.add_argument("--skip-shared-redis", action="store_true", help="leave out the two-gateway rows")
     parser.add_argument("--skip-degraded", action="store_true", help="leave out the embedding-down rows")
+    parser.add_argument("--target-rounds", type=int, default=5,
+                        help="rounds of the issue-16 measurements (c=1 and c=8, cold then warm, and the in-process "
+                             "embedding), each with new queries; the targets are read off the medians (0: off, "
+                             "the targets come from the table's one pass)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     model_dir = (args.model_dir or current_model_dir()).resolve()
@@ -141,6 +148,7 @@ def main() -> None:
     rows = []
     measured: dict[tuple[int, str], tuple[LatencyStats, float, float]] = {}
     floor: dict[str, LatencyStats] | None = None
+    rounds: list[dict[str, float]] = []
     try:
         synthetic_catalog(folder, args.docs, revision, KoreanAnalyzer(), "edge")
         emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
@@ -163,6 +171,7 @@ def main() -> None:
                              ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
                 print(f"[bench] c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
                       flush=True)
+        rounds = target_rounds(base, model_dir, emb_port, args.target_rounds, args.requests)
         if not args.skip_shared_redis:
             rows += shared_redis_rows(emb_port, ret_port, procs, args.requests)
         if not args.skip_degraded:
@@ -178,7 +187,32 @@ def main() -> None:
         for p in procs:
             stop_service(p)
         shutil.rmtree(folder, ignore_errors=True)
-    write_report(args, revision, rows, measured, floor)
+    write_report(args, revision, rows, measured, floor, rounds)
+
+
+def target_rounds(base: str, model_dir: Path, emb_port: int, n: int, requests: int) -> list[dict[str, float]]:
+    """Issue 16's two search targets measured ``n`` times, each round with its own new queries.
+
+    A round: the in-process embedding p50 (the c=1 bound's first term), then c=1 cold and warm, then
+    c=8 cold and warm, back to back, so each round's ratio and bound read terms taken minutes apart at
+    most; on a shared machine one pass can land on either side of a target.
+    """
+    out = []
+    for r in range(n):
+        local = embed_floor(model_dir, emb_port, queries(80, seed=1000 + r))[FLOOR_PATHS[0]]
+        got: dict[str, float] = {"in-process embedding p50 ms": local.p50}
+        for c in (1, 8):
+            texts = queries(requests, seed=2000 + 10 * r + c)
+            for label in ("cold", "warm"):
+                stats, rps, _, _ = asyncio.run(load(base, texts, c))
+                got[f"c={c} {label} p50 ms"] = stats.p50
+                got[f"c={c} {label} req/s"] = rps
+        got["c=1 bound ms"] = got["in-process embedding p50 ms"] + got["c=1 warm p50 ms"] + 1.5
+        got["c=8 cold/warm"] = got["c=8 cold req/s"] / got["c=8 warm req/s"]
+        print(f"[bench] round {r + 1}/{n}: c=1 cold {got['c=1 cold p50 ms']:.1f} vs bound {got['c=1 bound ms']:.1f} ms,"
+              f" c=8 cold/warm {got['c=8 cold/warm'] * 100:.1f} %", flush=True)
+        out.append(got)
+    return out
 
 
 def shared_redis_rows(emb_port: int, ret_port: int, procs: list, requests: int) -> list[list[str]]:
@@ -209,13 +243,13 @@ def shared_redis_rows(emb_port: int, ret_port: int, procs: list, requests: int) 
 
 def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
                  measured: dict[tuple[int, str], tuple[LatencyStats, float, float]],
-                 floor: dict[str, LatencyStats] | None) -> None:
+                 floor: dict[str, LatencyStats] | None, rounds: list[dict[str, float]]) -> None:
     """bench/results/gateway.md (+ .json): the table, the embedding floor and the issue-16 targets."""
     info = machine_info()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = (f"python -m bench.gateway --docs {args.docs} --requests {args.requests} --concurrency "
                + " ".join(map(str, args.concurrency)) + (" --skip-shared-redis" if args.skip_shared_redis else "")
-               + (" --skip-degraded" if args.skip_degraded else ""))
+               + (" --skip-degraded" if args.skip_degraded else "") + f" --target-rounds {args.target_rounds}")
     lines = [
         "# Gateway bench", "",
         f"Run {now} with `{command}`.", "",
@@ -254,7 +288,29 @@ def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
                         f"{ratio * 100:.1f} % ({measured[(8, 'cold')][1]:.1f} vs {measured[(8, 'warm')][1]:.1f} req/s)",
                         "yes" if ratio >= 0.7 else "**no**"])
     if targets:
-        lines += ["## Targets (issue 16)", "", md_table(["target", "measured", "met"], targets), ""]
+        lines += ["## Targets (issue 16), from the table's one pass", "",
+                  md_table(["target", "measured", "met"], targets), ""]
+    if rounds:
+        keys = ["in-process embedding p50 ms", "c=1 cold p50 ms", "c=1 warm p50 ms", "c=1 bound ms",
+                "c=8 cold req/s", "c=8 warm req/s", "c=8 cold/warm"]
+        fmt = {"c=8 cold/warm": lambda v: f"{v * 100:.1f} %"}
+        med = {k: float(np.median([r[k] for r in rounds])) for k in keys}
+        over = sum(r["c=1 cold p50 ms"] <= r["c=1 bound ms"] for r in rounds)
+        above = sum(r["c=8 cold/warm"] >= 0.7 for r in rounds)
+        lines += [f"## Targets (issue 16) over {len(rounds)} rounds", "",
+                  f"After the table, {len(rounds)} rounds, each with {args.requests} new queries per row: the "
+                  "in-process embedding p50, then c=1 cold and warm, then c=8 cold and warm. The bound is each "
+                  "round's own in-process embedding p50 + its warm c=1 p50 + 1.5 ms.", "",
+                  md_table(["round", *keys], [[str(i + 1), *(fmt.get(k, lambda v: f"{v:.2f}")(r[k]) for k in keys)]
+                                              for i, r in enumerate(rounds)]
+                           + [["median", *(fmt.get(k, lambda v: f"{v:.2f}")(med[k]) for k in keys)]]), "",
+                  md_table(["target", "median of the rounds", "rounds meeting it", "met (median)"], [
+                      ["/search c=1 cold p50 ≤ in-process embedding p50 + warm /search p50 + 1.5 ms",
+                       f"{med['c=1 cold p50 ms']:.2f} vs bound {med['c=1 bound ms']:.2f} ms",
+                       f"{over} of {len(rounds)}",
+                       "yes" if med["c=1 cold p50 ms"] <= med["c=1 bound ms"] else "**no**"],
+                      ["/search c=8 cold throughput ≥ 70 % of warm", f"{med['c=8 cold/warm'] * 100:.1f} %",
+                       f"{above} of {len(rounds)}", "yes" if med["c=8 cold/warm"] >= 0.7 else "**no**"]]), ""]
     text = "\n".join(lines)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gateway.md").write_text(text)
@@ -263,7 +319,7 @@ def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
         "rows": [{"concurrency": r[0], "cache": r[1], "p50_ms": float(r[2]), "p95_ms": float(r[3]),
                   "req_s": float(r[4]), "non_200": int(r[5]), "notes": r[6]} for r in rows],
         "embedding_floor": floor and {k: {"p50_ms": v.p50, "p95_ms": v.p95, "n": v.n} for k, v in floor.items()},
-        "targets": targets,
+        "targets": targets, "target_rounds": rounds,
     }, indent=2, ensure_ascii=False))
     print(text)
 
