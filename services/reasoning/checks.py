@@ -6,7 +6,9 @@ A reason must be about its own item and the query, in Korean, of a sensible leng
   in the item's text, n-grams of the query excluded, over ``copy_containment``), or the prompt's own
   instruction echoed (a reason containing words only the prompt uses: ``short``, ``쓰세요``, ...), or
   nothing but the query (the query itself, or only its words, particles aside: 요리가 좋아하는 어머니
-  for 요리를 좋아하는 어머니);
+  for 요리를 좋아하는 어머니), or the prompt's worked example copied (containment in the example's
+  items and reasons over ``copy_containment``, n-grams of the query and of the item's own text
+  excluded: a small model wrote the example's camping-chair reason for a wedding-anniversary scarf);
 - ``foreign_item``: a name or fact of another item of the list (a distinctive word of another
   item's title or description that is neither in this item's text nor in the query);
 - ``not_korean``: Hangul under ``min_hangul_share`` of the letters, or a letter of another script
@@ -26,6 +28,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+
+from services.reasoning.prompts import REASONS_EXAMPLE_TEXTS
 
 VIOLATION_KINDS = ("copy", "foreign_item", "not_korean", "length", "duplicate", "repetition")
 
@@ -47,7 +51,7 @@ PROMPT_ECHOES = ("short", "long", "쓰세요", "왜맞는지", "이름과정보"
 class CheckRules:
     """Thresholds of the checks (see the module doc)."""
 
-    copy_containment: float = 0.45  # tuned on bench/data/reasoning_checks_tune.json
+    copy_containment: float = 0.45  # tuned on bench/data/reasoning_checks_tune.json (the example's copy uses it too)
     ngram: int = 3
     min_hangul_share: float = 0.6
     short_chars: tuple[int, int] = (8, 50)
@@ -131,14 +135,19 @@ def repeated_phrase(text: str, k: int) -> str:
 
 
 def check_reason(short: str, long: str, *, title: str, description: str, query: str,
-                 others: list[tuple[str, str]], rules: CheckRules = CheckRules()) -> list[Finding]:
-    """Every rule one card's reasons break (empty: the card may be shown)."""
+                 others: list[tuple[str, str]], rules: CheckRules = CheckRules(),
+                 examples: tuple[str, ...] = REASONS_EXAMPLE_TEXTS) -> list[Finding]:
+    """Every rule one card's reasons break (empty: the card may be shown).
+
+    ``examples``: the texts of the prompt's worked example, which no card may copy.
+    """
     out: list[Finding] = []
     own = normalise(f"{title} {description}")
     own_grams = ngrams(own, rules.ngram)
     query_norm = normalise(query)
     query_grams = ngrams(query_norm, rules.ngram)
     query_words = set(words(query))
+    example_grams = set().union(*(ngrams(normalise(t), rules.ngram) for t in examples))
     texts = {"short": short, "long": long}
     for name, text in texts.items():
         norm = normalise(text)
@@ -149,6 +158,10 @@ def check_reason(short: str, long: str, *, title: str, description: str, query: 
             out.append(Finding("copy", name, f"{name}가 검색어를 그대로 옮겼습니다. 이 상품이 맞는 이유를 쓰세요"))
         elif any(echo in norm for echo in PROMPT_ECHOES):
             out.append(Finding("copy", name, f"{name}가 지시문을 그대로 옮겼습니다. 이유만 쓰세요"))
+        elif (example := containment(text, example_grams, rules.ngram, exclude=query_grams | own_grams)) \
+                > rules.copy_containment:
+            out.append(Finding("copy", name,
+                               f"{name}가 예시 답을 옮겼습니다 (겹침 {example:.0%}). 이 상품에 대해 쓰세요"))
     foreign = set()
     for other_title, other_description in others:
         for word in distinctive_words(f"{other_title} {other_description}", rules.foreign_min_chars):

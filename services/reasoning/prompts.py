@@ -6,6 +6,7 @@ prefix (llama.cpp, vLLM) reuses the system message and the conversation so far.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from services.bootstrap.errors import InvalidInput, Violation
@@ -30,6 +31,10 @@ REASONS_EXAMPLE_ANSWER = (
     '"long": "가벼워서 캠핑이 처음인 친구도 부담 없이 들고 다니며 어디서든 바로 펴고 앉을 수 있습니다."}, '
     '{"id": "e2", "short": "어두운 캠핑장의 밤을 밝혀 줄 실용적인 선물", '
     '"long": "해가 지면 금방 어두워지는 캠핑장에서 휴대폰 충전기로 다시 채워 쓸 수 있는 조명입니다."}]}')
+# What the worked example shows (its items and its answer's reasons): a card that repeats it is not about
+# its own item (services/reasoning/checks.py counts that as a copy).
+REASONS_EXAMPLE_TEXTS = (*(f"{title} {description}" for _, title, description in REASONS_EXAMPLE_ITEMS),
+                         *(r[k] for r in json.loads(REASONS_EXAMPLE_ANSWER)["reasons"] for k in ("short", "long")))
 # The long reason is one sentence: on bench/reasoning.py's tuning queries the earlier two-sentence rule
 # (40-120 characters) took ~30 % more tokens and passed no more cards (python -m bench.llm_sampling
 # --compare prompt, bench/results/llm_prompts_length.md).

@@ -85,8 +85,27 @@ def test_the_prompts_own_example_passes_every_check():
     for (item_id, title, description), reason in zip(REASONS_EXAMPLE_ITEMS, answer, strict=True):
         assert reason["id"] == item_id
         others = [(t, d) for i, t, d in REASONS_EXAMPLE_ITEMS if i != item_id]
+        # Every check but the one against copying the example (which it is, word for word).
         assert check_reason(reason["short"], reason["long"], title=title, description=description,
-                            query=REASONS_EXAMPLE_QUERY, others=others) == []
+                            query=REASONS_EXAMPLE_QUERY, others=others, examples=()) == []
+
+
+def test_the_worked_example_copied_onto_another_item_is_a_copy():
+    # Seen from Gemma 3 270M: the example's camping-chair reason written for a wedding-anniversary gift.
+    chair = json.loads(REASONS_EXAMPLE_ANSWER)["reasons"][0]
+    found = check_reason(chair["short"], chair["long"], title=SCARF[0], description=SCARF[1], query=QUERY,
+                         others=[CANDLES])
+    assert {(f.kind, f.field) for f in found} >= {("copy", "short"), ("copy", "long")}
+    assert all("예시" in f.detail for f in found if f.kind == "copy")
+
+
+def test_an_item_like_the_examples_may_use_its_own_words():
+    # A real camping chair for a camping query shares words with the example; only its own and the
+    # query's words do, so it is not a copy of the example.
+    chair = ("경량 캠핑 의자", "캠핑용품, 접이식, 1.0kg, 45,000원")
+    short = "처음 캠핑 가는 친구가 가볍게 챙길 의자"
+    long = "1kg 남짓이라 배낭에 걸고 다니다 어디서든 펴고 앉을 수 있습니다."
+    assert kinds(short, long, item=chair, others=(), query="캠핑 입문 선물") == set()
 
 
 @pytest.mark.parametrize("name", ["tune", "eval"])
