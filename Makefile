@@ -23,6 +23,7 @@ test-unit:
 check:
 	@$(PY) -m ruff check services clients gateway infra bench tests scripts
 	@$(PY) -m mypy services clients gateway bench infra/triton/launcher.py infra/llm infra/observability scripts
+	@.venv/bin/lint-imports --no-cache --no-logo
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
 

@@ -11,7 +11,7 @@ in a fresh process so that its RSS starts clean: write (ingest, optimise), then 
 catalog, answer dense, keyword and fused queries) for the full catalog and for an empty one; the
 difference is the catalog's memory.
 
-Redis: a ``redis-server`` (scripts.processes.start_redis) holding N query vectors written exactly
+Redis: a ``redis-server`` (services.runtime.processes.start_redis) holding N query vectors written exactly
 as the gateway writes them (key ``gateway.vectors.cache.cache_key``, float32 bytes, the gateway's TTL);
 ``used_memory`` before and after.
 """
@@ -239,7 +239,7 @@ def store_figures(n: int, queries: int) -> dict[str, Any]:
 def model_revision() -> str:
     """The built model's revision (the gateway keys the cache by it), else the committed benches' one."""
     try:
-        from services.embedding.modelbuild.paths import current_model_dir
+        from services.runtime.models import current_model_dir
 
         return json.loads((current_model_dir() / "manifest.json").read_text())["revision"]
     except (OSError, KeyError, ValueError, ImportError):
@@ -252,7 +252,7 @@ def redis_figures(n: int) -> dict[str, Any]:
 
     from gateway.config import GatewaySettings
     from gateway.vectors.cache import cache_key
-    from scripts.processes import start_redis, stop_process
+    from services.runtime.processes import start_redis, stop_process
 
     ttl_s = int(GatewaySettings.model_fields["cache_ttl_s"].default)
     revision = model_revision()

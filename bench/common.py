@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.processes import start_process, stop_process
+from services.runtime.processes import start_process, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 

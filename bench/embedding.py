@@ -26,7 +26,7 @@ from bench.common import LatencyStats, free_port, machine_info, md_table, start_
 from services.embedding.batcher import encode_grouped
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
-from services.embedding.modelbuild.paths import current_model_dir
+from services.runtime.models import current_model_dir
 
 # Short Korean search queries (written for this project): what a search box sends.
 QUERIES = [

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import free_port
 from bench.standin import ChatStandIn
-from scripts.processes import start_process, start_redis, stop_process
+from services.runtime.processes import start_process, start_redis, stop_process
 
 QUICK_CHAT = {"chunks": ["네", ", ", "알겠습니다"]}
 

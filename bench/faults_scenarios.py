@@ -22,7 +22,7 @@ import psutil
 from bench import faults_corpus as corpus
 from bench import faults_grpc
 from bench.faults_mesh import QUICK_CHAT, FaultMesh, LoadResult, Request, request_counts, run_load, wait_until
-from scripts.processes import stop_process
+from services.runtime.processes import stop_process
 
 ITEMS = ["무선 이어폰", "캠핑 테이블", "거위털 패딩", "텀블러", "그림 동화책", "데이터 분석 입문서", "여행 가이드북",
          "커피 그라인더", "러닝화", "전기 주전자", "노트북 거치대", "가습기", "요가 매트", "블루투스 스피커"]

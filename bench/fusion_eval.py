@@ -49,12 +49,12 @@ import numpy as np
 
 from bench.common import machine_info, md_table
 from bench.retrieval import embed_cached
-from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.hybrid import LEG_CANDIDATES, AutoModel, HybridSearcher, ScoredDoc, auto_features, auto_fusion
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.korean.bm25 import Bm25
 from services.retrieval.query import SearchQuery
 from services.retrieval.store import StoredPoint, open_store
+from services.runtime.models import current_model_dir
 
 HERE = Path(__file__).resolve().parent
 PROFILES = ("nouns+predicates", "nouns+predicates+units+compounds", "nouns+predicates+units")

@@ -33,8 +33,8 @@ import numpy as np
 
 from bench.common import LatencyStats, free_port, machine_info, md_table, start_service, stop_service
 from bench.retrieval import synthetic_catalog
-from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.runtime.models import current_model_dir
 
 WORDS = ("소설 에세이 여행 가이드 요리 레시피 개발자 면접 파이썬 데이터 선물 향수 텀블러 이어폰 노트북 가방 "
          "캠핑 의자 동화 그림책 역사 경제 주식 투자 건강 운동 러닝화 커피 원두 화장품 시계 지갑 우산").split()

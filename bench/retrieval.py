@@ -34,12 +34,12 @@ from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, Mode
 from services.embedding.batcher import encode_grouped
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer
-from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.hybrid import HybridSearcher
 from services.retrieval.korean.analyzer import KoreanAnalyzer, normalise
 from services.retrieval.korean.bm25 import Bm25
 from services.retrieval.query import SearchQuery
 from services.retrieval.store import StoredPoint, open_store
+from services.runtime.models import current_model_dir
 
 CACHE = Path.home() / ".cache" / "korean-mesh" / "bench"
 

@@ -25,8 +25,8 @@ from bench.common import machine_info, md_table, start_search_mesh, stop_service
 from bench.gateway import load, queries
 from bench.retrieval import synthetic_catalog
 from bench.standin import OtlpSink
-from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.runtime.models import current_model_dir
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ import numpy as np
 from bench.common import machine_info, md_table, start_search_mesh, stop_service
 from bench.gateway import load, queries
 from bench.retrieval import synthetic_catalog
-from services.embedding.modelbuild.paths import current_model_dir
 from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.runtime.models import current_model_dir
 
 PASSAGE = "{n}번 상품: 가볍고 튼튼한 캠핑용 접이식 의자, 등받이 각도 조절과 수납 가방 포함, 선물용으로 좋아요"
 

@@ -11,10 +11,10 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.http.auth import ApiKeys
 from gateway.http.protocol import protocol_with_timeout
-from services.bootstrap.errors import StartupError
-from services.bootstrap.logs import configure_logging
-from services.bootstrap.settings import fail, settings_from_cli
-from services.bootstrap.telemetry import instrument_process, make_tracer_provider
+from services.runtime.errors import StartupError
+from services.runtime.logs import configure_logging
+from services.runtime.settings import fail, settings_from_cli
+from services.runtime.tracing import instrument_process, make_tracer_provider
 
 PROG = "python -m gateway"
 
@@ -27,7 +27,7 @@ def main() -> None:
         fail(PROG, "no API key configured: set MESH_GATEWAY_API_KEYS or --api-keys-file (a mounted secret), "
                    "or pass --allow-no-auth (MESH_GATEWAY_ALLOW_NO_AUTH=1) for local development")
     if settings.workers > 1:
-        from services.bootstrap.workers import supervise
+        from services.runtime.workers import supervise
 
         supervise("gateway", PROG, settings.workers, settings.port, settings.metrics_port)
     configure_logging("mesh-gateway", settings.log_level)

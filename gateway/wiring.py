@@ -19,8 +19,8 @@ from gateway.search.serving import Search
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
-from services.bootstrap.jobs import Jobs, MemoryJobs
-from services.bootstrap.redis_jobs import RedisJobs
+from services.runtime.jobs import Jobs, MemoryJobs
+from services.runtime.jobs.redis import RedisJobs
 
 
 @dataclass

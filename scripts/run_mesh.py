@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from infra.llm.server import start_llm_server
-from scripts.processes import (
+from services.runtime.processes import (
     port_holders,
     require_free_port,
     run_children,

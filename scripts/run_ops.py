@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from scripts.processes import (
+from services.runtime.processes import (
     LaunchError,
     last_line,
     owns_port,

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from services.bootstrap.lifecycle import running
 from services.embedding.config import EmbeddingSettings
-from services.embedding.modelbuild.paths import current_model_dir
 from services.embedding.server import EmbeddingService, create_embedding_service
+from services.runtime.models import current_model_dir
 from support import RedisServer, free_port
 
 # The tests start gateway processes on loopback without API keys; outside such local runs a gateway

@@ -12,7 +12,7 @@ from clients.retrieval import AsyncRetrievalClient, BatchWritten, Collection, Do
 from gateway.catalog import protocol as api
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
-from services.bootstrap.jobs import JobContext, JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
+from services.runtime.jobs import JobContext, JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
 
 
 def collection_info(c: Collection) -> api.CollectionInfo:

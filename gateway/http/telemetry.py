@@ -23,8 +23,8 @@ from prometheus_client import Histogram
 from starlette.routing import Match
 
 from gateway.http.errors import ErrorBody, ErrorDetail
-from services.bootstrap.logs import REQUEST_ID_BAGGAGE, reset_request_id, set_request_id
-from services.bootstrap.telemetry import register_process_limits
+from services.runtime.limits import register_process_limits
+from services.runtime.logs import REQUEST_ID_BAGGAGE, reset_request_id, set_request_id
 
 LATENCY = Histogram("mesh_gateway_request_seconds", "request latency by route template and status",
                     ["route", "status"],

@@ -20,7 +20,14 @@ from pathlib import Path
 import httpx
 
 from infra.llm.fetch import DEFAULT_MODEL, model_path
-from scripts.processes import LaunchError, interrupt_on_sigterm, last_line, owns_port, require_free_port, stop_process
+from services.runtime.processes import (
+    LaunchError,
+    interrupt_on_sigterm,
+    last_line,
+    owns_port,
+    require_free_port,
+    stop_process,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROG = "python -m infra.llm.server"

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.processes import LaunchError, interrupt_on_sigterm, owns_port, require_free_port, stop_process
+from services.runtime.processes import LaunchError, interrupt_on_sigterm, owns_port, require_free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = Path(__file__).resolve().parent / "model_repository"
@@ -159,7 +159,7 @@ def start_triton(
 
 def main(argv: list[str] | None = None) -> None:
     """Run tritonserver until SIGTERM or Ctrl-C, which stop it and its stubs; start-up errors are one line."""
-    from services.embedding.modelbuild.paths import current_model_dir
+    from services.runtime.models import current_model_dir
 
     prog = "python -m infra.triton.launcher"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)

@@ -107,7 +107,3 @@ def to_grpc_status(error: MeshError) -> grpc.Status:
         delay.FromNanoseconds(int(error.retry_after_s * 1e9))
         status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=delay))
     return rpc_status.to_status(status)
-
-
-class StartupError(Exception):
-    """A process cannot start (a bad setting, a taken port, missing files): one line naming the fix."""

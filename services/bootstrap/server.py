@@ -22,10 +22,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from services.bootstrap.errors import StartupError
 from services.bootstrap.handlers import service_handler
 from services.bootstrap.health import Dependency, DependencyMonitor, Requirement
-from services.bootstrap.settings import ServiceSettings
 from services.bootstrap.telemetry import (
     MetricsInterceptor,
     RpcMetrics,
@@ -33,6 +31,8 @@ from services.bootstrap.telemetry import (
     start_metrics_endpoint,
     tracing_interceptor,
 )
+from services.runtime.errors import StartupError
+from services.runtime.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -240,14 +240,14 @@ def run_service(
     taken port, missing files, a dependency refusing at start) is one line on stderr and exit code 2;
     ``--debug`` adds the traceback.
     """
-    from services.bootstrap.logs import configure_logging
-    from services.bootstrap.settings import fail, settings_from_cli
-    from services.bootstrap.telemetry import instrument_process, make_tracer_provider
+    from services.runtime.logs import configure_logging
+    from services.runtime.settings import fail, settings_from_cli
+    from services.runtime.tracing import instrument_process, make_tracer_provider
 
     prog = f"python -m services.{name}"
     settings = settings_from_cli(settings_cls, prog)
     if settings.workers > 1:
-        from services.bootstrap.workers import supervise
+        from services.runtime.workers import supervise
 
         supervise(f"services.{name}", prog, settings.workers, settings.port, settings.metrics_port)
     configure_logging(f"mesh-{name}", settings.log_level)

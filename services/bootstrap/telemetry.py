@@ -1,22 +1,19 @@
-"""Tracing and metrics for every service process: OTel server interceptor, Prometheus endpoint."""
+"""Tracing and metrics of every gRPC server: the OTel server interceptor, RPC metrics, the Prometheus endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from typing import Any
 
 import grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 
-from services.bootstrap.errors import StartupError
+from services.runtime.errors import StartupError
+from services.runtime.limits import register_process_limits
 
 log = logging.getLogger(__name__)
 
@@ -26,100 +23,9 @@ LATENCY_BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05,
                    1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0)
 
 
-def make_tracer_provider(service_name: str, exporter: str | None = None) -> TracerProvider:
-    """A tracer provider for one process, configured by the standard OpenTelemetry variables.
-
-    ``OTEL_SERVICE_NAME`` overrides ``service_name``; ``exporter`` (the process's setting) or else
-    ``OTEL_TRACES_EXPORTER`` picks ``otlp``, ``console`` or ``none`` (comma-separated for several);
-    OTLP reads ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`` (``grpc``
-    or ``http/protobuf``); the sampler comes from ``OTEL_TRACES_SAMPLER(_ARG)`` (default: parent-based,
-    always on).
-    """
-    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    kinds = exporter or os.environ.get("OTEL_TRACES_EXPORTER", "none")
-    for kind in (k.strip() for k in kinds.split(",")):
-        if kind == "console":
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        elif kind == "otlp":
-            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
-        elif kind not in ("none", ""):
-            raise StartupError(f"unknown trace exporter {kind!r} (--trace-exporter or OTEL_TRACES_EXPORTER): "
-                               "use otlp, console or none")
-    return provider
-
-
-def _otlp_exporter() -> SpanExporter:
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc")
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-
-        return GrpcExporter()
-    if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-        return HttpExporter()
-    raise StartupError(f"unsupported OTLP protocol {protocol!r} (OTEL_EXPORTER_OTLP_PROTOCOL): "
-                       "use grpc or http/protobuf")
-
-
-def instrument_process(provider: TracerProvider) -> None:
-    """Make ``provider`` the process's and trace every outbound call (gRPC and httpx clients).
-
-    gRPC clients carry W3C trace context and baggage in their metadata (health checks left out);
-    httpx clients (LLM and VLM backends) carry the trace context in their headers.
-    """
-    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
-    trace.set_tracer_provider(provider)
-    GrpcAioInstrumentorClient(filter_=filters.negate(filters.health_check())).instrument(tracer_provider=provider)
-    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
-
-
 def tracing_interceptor(provider: trace.TracerProvider) -> grpc.aio.ServerInterceptor:
     """OTel's aio server interceptor, with health checks left out of traces."""
     return aio_server_interceptor(tracer_provider=provider, filter_=filters.negate(filters.health_check()))
-
-
-def _cpu_limit_cores() -> float:
-    """The cgroup v2 CPU quota in cores, else the CPUs this process may run on."""
-    try:
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
-        if quota != "max":
-            return int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    return float(len(os.sched_getaffinity(0)))
-
-
-def _memory_limit_bytes() -> float:
-    """The cgroup v2 memory limit, else the host's memory."""
-    try:
-        raw = open("/sys/fs/cgroup/memory.max").read().strip()
-        if raw != "max":
-            return float(raw)
-    except (OSError, ValueError):
-        pass
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def register_process_limits(registry: CollectorRegistry = REGISTRY) -> None:
-    """Gauges of this process's CPU and memory limits, so alerts compare usage with what it may use."""
-    try:
-        Gauge("mesh_process_cpu_limit_cores", "CPU cores this process may use (cgroup quota or affinity)",
-              registry=registry).set_function(_cpu_limit_cores)
-        Gauge("mesh_process_memory_limit_bytes", "memory this process may use (cgroup limit or host memory)",
-              registry=registry).set_function(_memory_limit_bytes)
-    except ValueError:  # already registered in this registry (one process, several servers in tests)
-        pass
 
 
 class RpcMetrics:

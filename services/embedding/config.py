@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from services.bootstrap.settings import ServiceSettings
-from services.embedding.modelbuild.paths import current_model_dir
+from services.runtime.models import current_model_dir
+from services.runtime.settings import ServiceSettings
 
 
 class EmbeddingSettings(ServiceSettings):

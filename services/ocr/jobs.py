@@ -1,17 +1,16 @@
-"""Multi-page OCR jobs on the shared job store (services/bootstrap/jobs.py), whole state in Redis.
+"""Multi-page OCR jobs on the shared job store (services/runtime/jobs), whole state in Redis.
 
 Queueing, leases (heartbeat), the requeue of a dead instance's jobs, TTL, progress and state come
-from :class:`~services.bootstrap.redis_jobs.RedisJobs` under the namespace ``ocr``; this module keeps what
+from :class:`~services.runtime.jobs.redis.RedisJobs` under the namespace ``ocr``; this module keeps what
 is OCR's: validating uploads, bounding what they may take in Redis (``--max-store-bytes``), reading
 pages a window at a time, and the per-page results, so a resumed job skips pages already read.
 
-Keys (every one expires ``--job-ttl-s`` after the job's last change):
-- ``ocr:job:{id}``: the shared job record (JSON: state, progress, errors, timestamps; ``meta`` holds
-  the options and the submitter's trace context);
-- ``ocr:job:{id}:input``: the uploads, in order, length-prefixed in one value;
-- ``ocr:job:{id}:pages`` hash: page index -> JSON result;
-- ``ocr:queue``, ``ocr:running:{instance}``, ``ocr:instance:{instance}``: the shared queue and leases.
-Before the shared store, the record was a hash and the uploads a list under the same names.
+Keys (prefix ``jobs:ocr``; the store's module lists the rest; each expires ``--job-ttl-s`` after the
+job's last change):
+- ``jobs:ocr:job:{id}``: the shared job record (JSON: state, progress, errors, timestamps; ``meta``
+  holds the options and the submitter's trace context);
+- ``jobs:ocr:job:{id}:input``: the uploads, in order, length-prefixed in one value;
+- ``jobs:ocr:job:{id}:pages`` hash: page index -> JSON result.
 """
 
 from __future__ import annotations
@@ -35,7 +34,9 @@ from services.bootstrap.errors import (
     Violation,
 )
 from services.bootstrap.health import DependencyMonitor
-from services.bootstrap.jobs import (
+from services.ocr.engine import Line
+from services.ocr.extractor import ExtractOptions, Extractor, PageResult
+from services.runtime.jobs import (
     JOB_ID,
     JobContext,
     JobNotFound,
@@ -43,9 +44,7 @@ from services.bootstrap.jobs import (
     JobStoreUnavailable,
     QueueFull,
 )
-from services.bootstrap.redis_jobs import RedisJobs
-from services.ocr.engine import Line
-from services.ocr.extractor import ExtractOptions, Extractor, PageResult
+from services.runtime.jobs.redis import RedisJobs
 
 KIND = "ocr"  # the job kind, so the run's span is ``ocr.job``
 PAGES = "pages"

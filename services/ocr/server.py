@@ -9,7 +9,6 @@ from mesh.ocr.v1 import ocr_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from services.bootstrap.errors import StartupError
 from services.bootstrap.health import Dependency, Requirement
 from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
@@ -21,6 +20,7 @@ from services.ocr.imaging import Limits, Preprocess
 from services.ocr.jobs import JobStore
 from services.ocr.servicer import OcrServicer
 from services.ocr.vlm import VisionReader, make_reader
+from services.runtime.errors import StartupError
 
 SERVICE = pb.DESCRIPTOR.services_by_name["OcrService"]
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, FilePath, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.bootstrap.settings import ServiceSettings
+from services.runtime.settings import ServiceSettings
 
 
 class RetrievalSettings(ServiceSettings):

@@ -9,7 +9,6 @@ from mesh.retrieval.v1 import retrieval_pb2 as pb
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from services.bootstrap.errors import StartupError
 from services.bootstrap.health import Dependency, Requirement
 from services.bootstrap.lifecycle import stop
 from services.bootstrap.server import MeshServer, ServiceRegistration, create_server
@@ -19,6 +18,7 @@ from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.retriever import Embedder, Retriever
 from services.retrieval.servicer import RetrievalServicer
 from services.retrieval.store import open_store, store_options
+from services.runtime.errors import StartupError
 
 SERVICE = pb.DESCRIPTOR.services_by_name["RetrievalService"]
 

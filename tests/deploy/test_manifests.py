@@ -35,10 +35,10 @@ GRPC_PORTS = {"embedding": 50051, "retrieval": 50052, "reasoning": 50053, "ocr":
 MESH = (*GRPC_PORTS, "gateway")
 AUTOSCALED = ("embedding", "retrieval", "ocr", "gateway")  # reasoning: fixed names for the gateway's ring
 SETTINGS_FILES = {
-    "MESH_EMBEDDING_": ["services/embedding/config.py", "services/bootstrap/settings.py"],
-    "MESH_RETRIEVAL_": ["services/retrieval/config.py", "services/bootstrap/settings.py"],
-    "MESH_REASONING_": ["services/reasoning/config.py", "services/bootstrap/settings.py"],
-    "MESH_OCR_": ["services/ocr/config.py", "services/bootstrap/settings.py"],
+    "MESH_EMBEDDING_": ["services/embedding/config.py", "services/runtime/settings.py"],
+    "MESH_RETRIEVAL_": ["services/retrieval/config.py", "services/runtime/settings.py"],
+    "MESH_REASONING_": ["services/reasoning/config.py", "services/runtime/settings.py"],
+    "MESH_OCR_": ["services/ocr/config.py", "services/runtime/settings.py"],
     "MESH_GATEWAY_": ["gateway/config.py"],
 }
 TIMEOUT_S = 180

@@ -7,7 +7,7 @@ import time
 import httpx
 
 from pki_support import write_pki
-from scripts.processes import start_process, stop_process
+from services.runtime.processes import start_process, stop_process
 
 
 def _gateway(*args: str):

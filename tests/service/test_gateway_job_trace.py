@@ -17,10 +17,10 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.vectors.cache import LocalLruCache
 from gateway.wiring import build_mesh
-from services.bootstrap.jobs import MemoryJobs
 from services.bootstrap.lifecycle import running
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
+from services.runtime.jobs import MemoryJobs
 from support import eventually_async, job_finished
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

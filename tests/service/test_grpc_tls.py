@@ -6,9 +6,9 @@ from prometheus_client import CollectorRegistry
 from clients.channels import aio_channel
 from clients.health import check_health
 from pki_support import write_pki
-from services.bootstrap.errors import StartupError
 from services.bootstrap.server import create_server
-from services.bootstrap.settings import ServiceSettings
+from services.runtime.errors import StartupError
+from services.runtime.settings import ServiceSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

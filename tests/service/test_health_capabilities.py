@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 
 from bench.standin import ChatStandIn
 from clients import health as names
-from scripts.processes import start_redis, stop_process
 from services.ocr.config import OcrSettings
 from services.ocr.server import create_ocr_service
 from services.reasoning.backends.openai_http import OpenAIBackend
@@ -30,6 +29,7 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.server import create_reasoning_service
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
+from services.runtime.processes import start_redis, stop_process
 from support import eventually_async, free_port
 from tests.conftest import make_settings
 

@@ -1,4 +1,4 @@
-"""RedisJobs (services/bootstrap/redis_jobs.py) on a real redis-server: one job system shared by instances.
+"""RedisJobs (services/runtime/jobs/redis.py) on a real redis-server: one job system shared by instances.
 
 Two store instances in one process stand for two gateway processes (each has its own Redis
 connections, instance id and lease); the handler waits on events the test sets, and the test waits
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 
 import pytest
 
-from services.bootstrap.jobs import JobContext, JobNotFound, JobRecord
+from services.runtime.jobs import JobContext, JobNotFound, JobRecord
 from support.jobs import GatedHandler, ObservedRedisJobs
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -141,11 +142,11 @@ async def test_parts_expire_with_the_job_and_every_save_refreshes_them(redis_url
         assert (await a.get(record.id)).state == "succeeded"
         assert await a.read_part(record.id, "pages") == {"0": "첫 쪽".encode(), "1": b"second"}
         assert await _read_part_elsewhere(redis_url, ns, record.id) == {"0": "첫 쪽".encode(), "1": b"second"}
-        part = f"{ns}:job:{record.id}:pages"
+        part = f"{a.prefix}:job:{record.id}:pages"
         assert 0 < await a.redis.ttl(part) <= 600
         await a.redis.expire(part, 5)
         await a.save(await a.get(record.id))  # any change to the job keeps its parts as long as its record
-        assert await a.redis.ttl(part) > 5 and await a.redis.ttl(f"{ns}:job:{record.id}") > 5
+        assert await a.redis.ttl(part) > 5 and await a.redis.ttl(f"{a.prefix}:job:{record.id}") > 5
         assert await a.read_part(uuid.uuid4().hex, "pages") == {}
         assert await a.used_bytes() > 0
     finally:
@@ -164,8 +165,107 @@ async def _read_part_elsewhere(redis_url: str, ns: str, job_id: str) -> dict[str
 async def _die(jobs: ObservedRedisJobs) -> None:
     """Stop an instance the way a killed process stops: tasks gone, lease left to lapse, connections dropped."""
     jobs._stopping.set()
-    for task in jobs._tasks:
-        task.cancel()
-    await asyncio.gather(*jobs._tasks, return_exceptions=True)
+    pending = set(jobs._tasks)
+    while pending:  # again until gone: a cancel that lands inside a Redis call can be swallowed there
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=0.1)
     await jobs.redis.aclose()
     await jobs._blocking.aclose()
+
+
+async def test_a_missed_heartbeat_inside_the_lease_keeps_the_job(redis_url):
+    first, second = GatedHandler(2, pause_at=1), GatedHandler(2)
+    a, b = pair(redis_url, first, second, lease_s=3.0)
+    try:
+        record = await a.submit("ingest", "books", b"x")
+        await a.start()
+        await asyncio.wait_for(first.reached.wait(), 20)
+        a._tasks[0].cancel()  # a's heartbeat stops: its beats are missed, its last lease still runs
+        await b.start()
+        assert await b.requeue_orphans() == 0  # within the lease nothing is taken from a
+        first.gate.set()
+        done = await a.finished(record.id)
+        assert done.state == "succeeded" and done.attempts == 1 and second.processed == []
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_runner_stalled_past_its_lease_has_its_late_writes_refused(redis_url):
+    first, second = GatedHandler(3, pause_at=1), GatedHandler(3)
+    a, b = pair(redis_url, first, second, lease_s=0.6)
+    try:
+        record = await a.submit("ingest", "books", b"x")
+        await a.start()
+        await asyncio.wait_for(first.reached.wait(), 20)
+        a._tasks[0].cancel()  # a stalls: no heartbeat, its worker parked at the gate
+        await b.start()  # b's heartbeat finds a's lease lapsed and takes the job over
+        done = await b.finished(record.id)
+        assert done.state == "succeeded" and done.attempts == 2 and second.processed == [1, 2]
+        first.gate.set()  # a wakes up and writes its progress with its old fence: refused
+        await asyncio.sleep(0.3)
+        assert first.processed == [0, 1]  # it did the item, but nothing it wrote landed
+        assert await b.get(record.id) == done
+        assert a.completions[record.id] == 0 and b.completions[record.id] == 1
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_three_instances_one_dies_every_job_completes_exactly_once(redis_url):
+    ns = f"test-{uuid.uuid4().hex[:8]}"
+    handlers = [GatedHandler(4, pause_at=2) for _ in range(3)]
+    stores = [ObservedRedisJobs({"ingest": h}, redis_url, ns, lease_s=0.6, workers=10) for h in handlers]
+    try:
+        records = [await stores[0].submit("ingest", "books", str(i).encode()) for i in range(30)]
+        for store in stores:
+            await store.start()
+        await asyncio.wait_for(handlers[0].reached.wait(), 20)  # instance 0 holds some jobs mid-way
+        await _die(stores[0])
+        for h in handlers[1:]:
+            h.gate.set()
+        for r in records:
+            for _ in range(200):
+                final = await stores[1].get(r.id)
+                if final.state == "succeeded":
+                    break
+                await asyncio.sleep(0.1)
+            assert final.state == "succeeded" and final.done == 4, final
+        completions = sum((s.completions for s in stores), start=Counter())
+        assert all(completions[r.id] == 1 for r in records), completions
+        assert stores[0].completions.total() + stores[1].completions.total() + stores[2].completions.total() == 30
+    finally:
+        for store in stores[1:]:
+            await store.close()
+
+
+async def test_an_orphan_check_is_one_command_however_many_keys_redis_holds(redis_url):
+    import redis.asyncio as aioredis
+
+    a, b = pair(redis_url, GatedHandler(1), GatedHandler(1))
+    other = aioredis.from_url(redis_url)
+    try:
+        async def commands_per_check() -> list[str]:
+            """The commands the check sends (MONITOR, those a script runs inside it left out)."""
+            sent = []
+            async with other.monitor() as m:
+                await a.beat()
+                await b.redis.echo("end")
+                while (cmd := await m.next_command())["command"] != "ECHO end":
+                    if cmd.get("client_type") != "lua":
+                        sent.append(cmd["command"].split()[0])
+            return sent
+
+        await a.beat()  # connections open (their handshakes are not the check's)
+        await b.redis.echo("warm")
+        empty = await commands_per_check()
+        async with other.pipeline(transaction=False) as pipe:
+            for i in range(5000):
+                pipe.set(f"{a.prefix}-noise:{i}", b"x" * 16, ex=60)  # cached vectors or anything else
+            await pipe.execute()
+        assert await commands_per_check() == empty == ["EVALSHA"]
+    finally:
+        await a.close()
+        await b.close()
+        await other.aclose()

@@ -205,22 +205,25 @@ async def test_job_errors(ocr):
 
 async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
     # Own Redis database, so no other worker races the staging. A worker-less instance takes the
-    # job; a "crashed" worker holds it on its running list with no heartbeat; a worker started
-    # afterwards requeues it at start-up and finishes it.
+    # job; a "crashed" worker holds it on its running list under a lease that lapsed; a worker
+    # started afterwards requeues it at start-up and finishes it.
     db = redis_url.rsplit("/", 1)[0] + "/3"
     front = await started(settings(db, job_workers=0))
     worker = None
     try:
         job = await front.jobs.submit([SAMPLES["photo-00"].png()], ExtractOptions())
-        moved = await front.jobs.redis.lmove("ocr:queue", "ocr:running:deadbeef0000", "RIGHT", "RIGHT")
+        store = front.jobs.store
+        crashed = store.running_list("deadbeef0000")
+        moved = await store.redis.lmove(store.queue, crashed, "RIGHT", "RIGHT")
         assert moved.decode() == job["job_id"]
+        await store.redis.zadd(store.leases, {"deadbeef0000": 1})  # its lease lapsed long ago
         assert (await front.jobs.status(job["job_id"]))["state"] == "QUEUED"
         worker = await started(settings(db, job_workers=1))
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
         done = await _wait_done(pb_grpc.OcrServiceStub(channel), job["job_id"])
         await channel.close()
         assert done.state == pb.JOB_STATE_SUCCEEDED and done.pages_done == 1
-        assert await front.jobs.redis.llen("ocr:running:deadbeef0000") == 0
+        assert await store.redis.llen(crashed) == 0
     finally:
         await front.close()
         if worker is not None:

@@ -7,10 +7,11 @@ Not stand-ins: every call goes to the real store; ``save`` only also wakes whoev
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 
-from services.bootstrap.jobs import FINISHED, JobContext, JobRecord, Jobs, MemoryJobs
-from services.bootstrap.redis_jobs import RedisJobs
+from services.runtime.jobs import FINISHED, JobContext, JobRecord, Jobs, MemoryJobs
+from services.runtime.jobs.redis import RedisJobs
 
 
 class ObservedJobs(Jobs):
@@ -18,13 +19,17 @@ class ObservedJobs(Jobs):
 
     _saved: dict[str, JobRecord]
     _changed: asyncio.Condition
+    completions: Counter[str]  # job id -> final states this instance stored
 
     def _observe(self) -> None:
         self._saved = {}
         self._changed = asyncio.Condition()
+        self.completions = Counter()
 
-    async def save(self, record: JobRecord) -> None:  # noqa: D102
-        await super().save(record)  # type: ignore[safe-super]  # the concrete store comes next in the MRO
+    async def save(self, record: JobRecord, *, fence: int | None = None) -> None:  # noqa: D102
+        await super().save(record, fence=fence)  # type: ignore[safe-super]  # the concrete store comes next in the MRO
+        if record.state in FINISHED and fence is not None:
+            self.completions[record.id] += 1
         async with self._changed:
             self._saved[record.id] = JobRecord.loads(record.dumps())
             self._changed.notify_all()

@@ -1,6 +1,6 @@
 """Service processes for system tests: ``python -m <module>`` started until it prints ``SERVING port=N``.
 
-A thin layer over scripts/processes.py (the helper the runner and the benches use), so tests start
+A thin layer over services/runtime/processes.py (the helper the runner and the benches use), so tests start
 and stop processes exactly as operators do: each child in its own process group, stopped with it.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
-from scripts.processes import start_process, stop_process
+from services.runtime.processes import start_process, stop_process
 
 
 class ServiceProcess:

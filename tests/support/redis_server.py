@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from scripts.processes import LaunchError, start_redis, stop_process
+from services.runtime.processes import LaunchError, start_redis, stop_process
 
 
 class RedisServer:

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from scripts.processes import start_process, start_redis, stop_process
+from services.runtime.processes import start_process, start_redis, stop_process
 
 pytestmark = pytest.mark.slow
 DOCS = 1200

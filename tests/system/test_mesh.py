@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bench.standin import ChatStandIn
-from scripts.processes import start_process, stop_process
+from services.runtime.processes import start_process, stop_process
 from support import RedisServer, eventually, free_port
 from support.waiting import FINISHED
 

@@ -27,7 +27,7 @@ import yaml
 from PIL import Image, ImageDraw, ImageFont
 
 from bench.standin import ChatStandIn, OtlpSink
-from scripts.processes import start_process, start_redis, stop_process
+from services.runtime.processes import start_process, start_redis, stop_process
 from support import free_port
 
 pytestmark = pytest.mark.slow
@@ -225,7 +225,7 @@ def test_logs_are_json_lines_with_request_and_trace_ids_and_no_user_text(observe
         assert lines, name
         for line in lines:
             if line.startswith(("SERVING port=", "READY-PENDING port=")):
-                continue  # the start-up handshake on stdout (scripts/processes.py reads it)
+                continue  # the start-up handshake on stdout (services/runtime/processes.py reads it)
             record = json.loads(line)  # anything else must be one JSON object
             assert {"timestamp", "level", "service", "logger", "message", "trace_id", "span_id",
                     "request_id"} <= set(record), (name, record)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.ocr_set import build_set, cer
 from clients.ocr import AsyncOcrClient
-from scripts.processes import start_process, stop_process
+from services.runtime.processes import start_process, stop_process
 from support import RedisServer, eventually_async
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scripts.processes import port_holders, start_process
+from services.runtime.processes import port_holders, start_process
 from support import free_port
 
 pytestmark = pytest.mark.slow

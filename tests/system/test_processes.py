@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from clients import EmbeddingClient
-from scripts.processes import start_process
+from services.runtime.processes import start_process
 from support import free_port
 from tests.conftest import KOREAN_QUERIES
 

@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from clients.reasoning import AsyncReasoningClient, Options, Timeouts
-from scripts.processes import start_process
+from services.runtime.processes import start_process
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_client_leaving_an_sse_chat_cancels_the_backend_request_through_the_mesh
     front reaches the backend (a stand-in that would otherwise stream for 30 s sees the close)."""
     import httpx
 
-    from scripts.processes import stop_process
+    from services.runtime.processes import stop_process
     from support.standins import ObservedChatStandIn
 
     # The first request is the reasoning process's warm-up; the second is the chat that stalls.

@@ -12,8 +12,8 @@ import pytest
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
 
-from scripts.processes import start_process
 from services.retrieval.store import open_store
+from services.runtime.processes import start_process
 
 pytestmark = pytest.mark.slow
 TEXTS = ["무선 노이즈 캔슬링 이어폰", "원목 캠핑 테이블", "겨울용 거위털 패딩", "스테인리스 텀블러",

@@ -4,7 +4,7 @@ import pytest
 
 from gateway.config import GatewaySettings
 from gateway.http.auth import ApiKeys
-from services.bootstrap.settings import settings_from_cli
+from services.runtime.settings import settings_from_cli
 
 
 def test_either_header_carries_the_key_and_nothing_else_passes(tmp_path):

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from services.embedding.modelbuild.build import build
-from services.embedding.modelbuild.paths import default_cache_root
+from services.runtime.models import default_cache_root
 
 
 def main() -> None:

@@ -89,8 +89,8 @@ async def test_wait_up_returns_when_the_background_loop_sees_it_back():
     (["--log-level", "LOUD"], {}, "invalid setting log_level"),
 ])
 def test_a_bad_setting_is_one_line_naming_it_and_exit_2(argv, env, expect, monkeypatch, capsys):
-    from services.bootstrap.settings import settings_from_cli
     from services.embedding.config import EmbeddingSettings
+    from services.runtime.settings import settings_from_cli
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -103,16 +103,16 @@ def test_a_bad_setting_is_one_line_naming_it_and_exit_2(argv, env, expect, monke
 
 
 def test_debug_is_a_flag():
-    from services.bootstrap.settings import settings_from_cli
     from services.embedding.config import EmbeddingSettings
+    from services.runtime.settings import settings_from_cli
 
     assert settings_from_cli(EmbeddingSettings, "prog", ["--debug"]).debug
     assert not settings_from_cli(EmbeddingSettings, "prog", []).debug
 
 
 def test_secrets_are_never_flags_and_flags_are_never_abbreviated(monkeypatch, capsys):
-    from services.bootstrap.settings import settings_from_cli
     from services.retrieval.config import RetrievalSettings
+    from services.runtime.settings import settings_from_cli
 
     for argv in (["--qdrant-api-key", "s3cret"], ["--qdrant-api"]):
         with pytest.raises(SystemExit) as info:
@@ -124,7 +124,7 @@ def test_secrets_are_never_flags_and_flags_are_never_abbreviated(monkeypatch, ca
 
 
 def _help(cls, capsys) -> str:
-    from services.bootstrap.settings import settings_from_cli
+    from services.runtime.settings import settings_from_cli
 
     with pytest.raises(SystemExit):
         settings_from_cli(cls, "prog", ["--help"])

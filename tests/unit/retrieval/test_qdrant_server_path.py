@@ -31,11 +31,11 @@ from qdrant_client.grpc import collections_pb2, collections_service_pb2_grpc, po
 from qdrant_client.local.qdrant_local import QdrantLocal
 from qdrant_client.qdrant_remote import QdrantRemote
 
-from services.bootstrap.settings import settings_from_cli
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.query import Filter
 from services.retrieval.store import DENSE, SPARSE, LegQuery, QdrantOptions, StoredPoint, open_store, store_options
 from services.retrieval.store.client import META_COLLECTION, ClientCatalogStore, open_client
+from services.runtime.settings import settings_from_cli
 
 # qdrant-client checks the server version from a thread at construction; no server answers here.
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")

@@ -23,7 +23,7 @@ from typing import NoReturn
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"SERVING port=(\d+)")
 
 

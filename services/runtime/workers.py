@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from scripts.processes import run_children, start_process
+from services.runtime.processes import run_children, start_process
 
 
 def worker_args(argv: list[str], *, index: int, port: int, metrics_port: int | None) -> list[str]:

@@ -1,5 +1,5 @@
-from services.bootstrap.settings import settings_from_cli
 from services.embedding.config import EmbeddingSettings
+from services.runtime.settings import settings_from_cli
 
 
 def test_flag_beats_env_beats_default(monkeypatch):

@@ -1,4 +1,4 @@
-"""MemoryJobs (services/bootstrap/jobs.py): submit, run, progress, resume, cancel, failures, a full queue,
+"""MemoryJobs (services/runtime/jobs): submit, run, progress, resume, cancel, failures, a full queue,
 parts, meta, and the job span's link to the request that submitted it (spans from an in-memory exporter).
 
 Handlers wait on asyncio.Events the test sets, and the test waits on the store's own saves
@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from services.bootstrap.jobs import JobContext, JobNotFound, JobRecord, QueueFull
+from services.runtime.jobs import JobContext, JobNotFound, JobRecord, QueueFull
 from support.jobs import GatedHandler, ObservedMemoryJobs
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -1,20 +1,18 @@
-"""Durable background jobs: typed records, a queue, leases, progress, cancel and TTL, in Redis.
+"""Durable background jobs: typed records, a queue, leases, fencing, progress, cancel and TTL.
 
 Any instance can submit, read and cancel any job; each instance's workers take jobs from the queue
-and hold them under a lease (a heartbeat key). When an instance dies its heartbeat lapses and any
-other instance's reaper puts its jobs back on the queue, so a job survives the process that ran it.
+and hold them under their instance's lease. Every time a job is taken it gets a new *fence* (its
+attempt number): the record, its parts and its progress can only be written with the fence of the
+attempt that holds it, so a runner that stalled past its lease, while another instance took the job
+over, has every later write refused (:class:`LeaseLost`) instead of overwriting the new attempt's.
 Handlers record progress as they go (and a resume point), so a resumed job continues, not restarts.
 A job may keep named *parts* beside its record (hashes of partial results, e.g. OCR pages read), which
 expire with it. The submitter's W3C trace context travels in the record's ``meta``: a job runs in its
 own trace, its ``{kind}.job`` span linked to the request that submitted it.
 
-Keys, under a namespace (``gateway``, ``ocr``), each expiring ``ttl_s`` after the job's last change:
-``{ns}:job:{id}`` (the record), ``{ns}:job:{id}:input`` (the work), ``{ns}:job:{id}:{part}`` (each
-declared part), ``{ns}:queue``, ``{ns}:running:{instance}``, ``{ns}:instance:{instance}`` (the lease).
-
-:class:`MemoryJobs` keeps the same interface in one process (the embedded default without Redis):
-nothing survives a restart there, and it says so in its records. :class:`~services.bootstrap.redis_jobs.RedisJobs`
-(its own module) is the shared, durable store.
+Stores: :class:`~services.runtime.jobs.memory.MemoryJobs` (one process, nothing survives a restart:
+the embedded default without Redis) and :class:`~services.runtime.jobs.redis.RedisJobs` (shared and
+durable; its module lists the keys).
 """
 
 from __future__ import annotations
@@ -29,12 +27,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from opentelemetry import context, propagate, trace
-
-if TYPE_CHECKING:
-    from services.bootstrap.health import DependencyMonitor
 
 log = logging.getLogger(__name__)
 JOB_ID = re.compile(r"[0-9a-f]{32}")
@@ -52,6 +47,20 @@ class JobStoreUnavailable(RuntimeError):
 
 class QueueFull(RuntimeError):
     """Too many jobs are waiting; retry later."""
+
+
+class LeaseLost(RuntimeError):
+    """A write was refused: a later attempt holds the job (this one's lease lapsed and another instance took it)."""
+
+
+class StoreMonitor(Protocol):
+    """What a job store needs of a health monitor (``services.bootstrap.health.DependencyMonitor``)."""
+
+    def recheck(self) -> None:
+        """Probe the dependencies now."""
+
+    async def wait_up(self, name: str) -> None:
+        """Return once ``name`` is up."""
 
 
 class Cancelled(Exception):
@@ -72,7 +81,7 @@ class JobRecord:
     errors: list[str] = field(default_factory=list)
     result: dict[str, Any] | None = None
     resume: int = 0  # the handler's own resume point (e.g. the next batch to send)
-    attempts: int = 0
+    attempts: int = 0  # the fence of the latest attempt: a write with an older one is refused
     cancel_requested: bool = False
     created_unix_ms: int = 0
     updated_unix_ms: int = 0
@@ -88,7 +97,8 @@ class JobRecord:
         return cls(**json.loads(raw))
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """Wall-clock milliseconds (what records store)."""
     return int(time.time() * 1000)
 
 
@@ -98,6 +108,7 @@ class JobContext:
     def __init__(self, store: Jobs, record: JobRecord) -> None:
         self.store = store
         self.record = record
+        self.fence = record.attempts
 
     async def progress(self, *, done: int | None = None, total: int | None = None, resume: int | None = None,
                        error: str | None = None, failed_batch: bool = False) -> None:
@@ -117,13 +128,13 @@ class JobContext:
         Saves never clear a cancel (the stores merge the flag atomically), so one that lands at any
         moment is seen here or at the next checkpoint.
         """
-        await self.store.save(self.record)
+        await self.store.save(self.record, fence=self.fence)
         if self.record.cancel_requested:
             raise Cancelled
 
     async def write_part(self, part: str, entries: dict[str, str | bytes]) -> None:
         """Add entries to one of this job's parts (see :meth:`Jobs.write_part`)."""
-        await self.store.write_part(self.record.id, part, entries)
+        await self.store.write_part(self.record.id, part, entries, fence=self.fence)
 
     async def read_part(self, part: str) -> dict[str, bytes]:
         """One of this job's parts (see :meth:`Jobs.read_part`)."""
@@ -152,7 +163,7 @@ class Jobs(ABC):
         self.tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
-        self._monitor: DependencyMonitor | None = None
+        self._monitor: StoreMonitor | None = None
         self._dependency = ""
 
     # -- storage (per backend) -------------------------------------------------------------------
@@ -163,35 +174,49 @@ class Jobs(ABC):
     async def _take(self) -> str | None: ...
 
     @abstractmethod
+    async def _claim(self, job_id: str) -> int:
+        """Start a new attempt at a job this instance took: its new fence (1, 2, ...)."""
+
+    @abstractmethod
     async def _release(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    async def _cancel(self, job_id: str) -> bool:
+        """Flag a job cancelled; True when it was still queued (taken off the queue: nobody will run it)."""
 
     @abstractmethod
     async def get(self, job_id: str) -> JobRecord:
         """A job's record; :class:`JobNotFound` when unknown or expired."""
 
     @abstractmethod
-    async def save(self, record: JobRecord) -> None:
-        """Store a record (and refresh its TTL)."""
+    async def save(self, record: JobRecord, *, fence: int | None = None) -> None:
+        """Store a record (and refresh its TTL); sets ``record.cancel_requested`` when a cancel is stored.
+
+        ``fence``: the attempt writing; :class:`LeaseLost` when a later attempt holds the job.
+        ``None`` is an unfenced write (a record nobody runs: one cancelled before it started).
+        """
 
     @abstractmethod
     async def payload(self, job_id: str) -> bytes:
         """A job's input."""
 
     @abstractmethod
-    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None: ...
+    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes], fence: int | None) -> None:
+        ...
 
     @abstractmethod
     async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:
         """Every entry of one of a job's parts (empty when none was written, or it expired)."""
 
-    async def write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None:
-        """Add (or replace) entries of a declared part; the part expires with the job."""
+    async def write_part(self, job_id: str, part: str, entries: dict[str, str | bytes], *,
+                         fence: int | None = None) -> None:
+        """Add (or replace) entries of a declared part (fenced like :meth:`save`); it expires with the job."""
         if part not in self.parts:
             raise ValueError(f"undeclared job part {part!r} (declared: {self.parts})")
         if entries:
-            await self._write_part(job_id, part, entries)
+            await self._write_part(job_id, part, entries, fence)
 
-    def watch_store(self, monitor: DependencyMonitor, dependency: str) -> None:
+    def watch_store(self, monitor: StoreMonitor, dependency: str) -> None:
         """Let workers wait for ``monitor`` to see the store back instead of retrying it on a timer."""
         self._monitor, self._dependency = monitor, dependency
 
@@ -210,9 +235,11 @@ class Jobs(ABC):
     async def close(self) -> None:
         """Stop workers; a job in progress stays leased and is taken up again (by any instance)."""
         self._stopping.set()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        pending = set(self._tasks)
+        while pending:  # again until gone: a cancel that lands inside a Redis call can be swallowed there
+            for task in pending:
+                task.cancel()
+            _done, pending = await asyncio.wait(pending, timeout=0.5)
 
     # -- the interface ---------------------------------------------------------------------------
     async def submit(self, kind: str, subject: str, payload: bytes, total: int = 0,
@@ -220,7 +247,7 @@ class Jobs(ABC):
         """Queue a job (with the current trace context in its meta); :class:`QueueFull` when too many wait."""
         if kind not in self.handlers:
             raise ValueError(f"no handler for {kind!r}")
-        now = _now_ms()
+        now = now_ms()
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         record = JobRecord(id=uuid.uuid4().hex, kind=kind, subject=subject, total=total, created_unix_ms=now,
@@ -229,14 +256,21 @@ class Jobs(ABC):
         return record
 
     async def cancel(self, job_id: str) -> JobRecord:
-        """Ask a job to stop: a queued one ends at once, a running one at its next checkpoint."""
+        """Ask a job to stop: a queued one ends at once, a running one at its next checkpoint.
+
+        Only the flag is written for a job that runs (its runner's writes stay its own); a job taken
+        off the queue by the cancel itself is failed here, as nobody else will run it.
+        """
         record = await self.get(job_id)
         if record.state in FINISHED:
             return record
-        record.cancel_requested = True
-        if record.state == "queued":
+        if await self._cancel(job_id):
+            record = await self.get(job_id)
             record.state, record.errors = "failed", [*record.errors, "cancelled before it started"]
-        await self.save(record)
+            await self.save(record)
+        else:
+            record = await self.get(job_id)
+        record.cancel_requested = record.cancel_requested or record.state not in FINISHED
         return record
 
     @staticmethod
@@ -259,6 +293,8 @@ class Jobs(ABC):
             try:
                 await self.run(job_id)
                 await self._release(job_id)
+            except LeaseLost:  # another attempt holds it now: this one's work stops, nothing more is written
+                log.warning("job %s was taken over by a later attempt (this instance's lease lapsed)", job_id)
             except JobStoreUnavailable as err:  # stays leased: requeued when the lease lapses
                 log.warning("job %s interrupted by the job store: %s", job_id, err)
                 await self._store_back()
@@ -271,20 +307,21 @@ class Jobs(ABC):
             return  # expired before a worker got to it
         if record.state in FINISHED:
             return
+        record.attempts = await self._claim(job_id)
         # The job runs later, maybe elsewhere: its own trace, linked to the request that submitted it.
         submitted = trace.get_current_span(propagate.extract(record.meta.get("trace") or {})).get_span_context()
         links = [trace.Link(submitted)] if submitted.is_valid else []
         with self.tracer.start_as_current_span(
                 f"{record.kind}.job", context=context.Context(), links=links,
                 attributes={"mesh.job.id": record.id, "mesh.job.kind": record.kind,
-                            "mesh.job.attempt": record.attempts + 1}) as span:
+                            "mesh.job.attempt": record.attempts}) as span:
             await self._run(record)
             if record.state == "failed":
                 span.set_status(trace.StatusCode.ERROR, record.errors[-1] if record.errors else "failed")
 
     async def _run(self, record: JobRecord) -> None:
-        record.state, record.attempts = "running", record.attempts + 1
-        await self.save(record)
+        record.state = "running"
+        await self.save(record, fence=record.attempts)
         ctx = JobContext(self, record)
         try:
             result = await self.handlers[record.kind](record, await self.payload(record.id), ctx)
@@ -292,61 +329,10 @@ class Jobs(ABC):
             record.state = "failed" if record.failed_batches or record.errors else "succeeded"
         except Cancelled:
             record.state, record.errors = "failed", [*record.errors, "cancelled"]
-            record.cancel_requested = True  # this copy predates the cancel: say it, or the save would undo it
-        except (asyncio.CancelledError, JobStoreUnavailable):
-            raise  # this instance is stopping (or lost Redis): the job stays leased and resumes elsewhere
+            record.cancel_requested = True
+        except (asyncio.CancelledError, JobStoreUnavailable, LeaseLost):
+            raise  # stopping, Redis lost (the job stays leased, resumes elsewhere), or another attempt holds it
         except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged
             log.exception("%s job %s failed unexpectedly", record.kind, record.id)
             record.state, record.errors = "failed", [*record.errors, f"internal: {type(exc).__name__}: {exc}"]
-        await self.save(record)
-
-
-class MemoryJobs(Jobs):
-    """One process's jobs (no Redis configured): same interface, nothing survives a restart."""
-
-    def __init__(self, handlers: dict[str, Handler], **kwargs: Any) -> None:
-        super().__init__(handlers, **kwargs)
-        self._records: dict[str, str] = {}
-        self._payloads: dict[str, bytes] = {}
-        self._parts: dict[str, dict[str, dict[str, bytes]]] = {}  # job id -> part -> entries
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-
-    async def _put(self, record: JobRecord, payload: bytes) -> None:
-        if self._queue.qsize() >= self.max_queued:
-            raise QueueFull(f"{self.max_queued} jobs already queued")
-        self._records[record.id] = record.dumps()
-        self._payloads[record.id] = payload
-        self._queue.put_nowait(record.id)
-
-    async def _take(self) -> str | None:
-        return await self._queue.get()
-
-    async def _release(self, job_id: str) -> None:
-        self._payloads.pop(job_id, None)
-        # Finished records are kept for the TTL, then forgotten (a long-running process stays bounded).
-        cutoff = _now_ms() - self.ttl_s * 1000
-        for old in [k for k, v in self._records.items() if JobRecord.loads(v).updated_unix_ms < cutoff]:
-            del self._records[old]
-            self._parts.pop(old, None)
-
-    async def get(self, job_id: str) -> JobRecord:  # noqa: D102
-        self.check_id(job_id)
-        if job_id not in self._records:
-            raise JobNotFound(job_id)
-        return JobRecord.loads(self._records[job_id])
-
-    async def save(self, record: JobRecord) -> None:  # noqa: D102
-        record.updated_unix_ms = _now_ms()
-        old = self._records.get(record.id)
-        record.cancel_requested = record.cancel_requested or (old is not None and JobRecord.loads(old).cancel_requested)
-        self._records[record.id] = record.dumps()
-
-    async def payload(self, job_id: str) -> bytes:  # noqa: D102
-        return self._payloads.get(job_id, b"")
-
-    async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes]) -> None:
-        stored = self._parts.setdefault(job_id, {}).setdefault(part, {})
-        stored.update({k: v.encode() if isinstance(v, str) else v for k, v in entries.items()})
-
-    async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:  # noqa: D102
-        return dict(self._parts.get(job_id, {}).get(part, {}))
+        await self.save(record, fence=ctx.fence)
