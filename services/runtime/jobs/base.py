@@ -336,3 +336,7 @@ class Jobs(ABC):
             log.exception("%s job %s failed unexpectedly", record.kind, record.id)
             record.state, record.errors = "failed", [*record.errors, f"internal: {type(exc).__name__}: {exc}"]
         await self.save(record, fence=ctx.fence)
+        # One line per completed attempt (the store refuses a second one), no user data: counted by bench.jobs_store.
+        log.info("%s job %s %s (attempt %d)", record.kind, record.id, record.state, record.attempts,
+                 extra={"job_id": record.id, "job_kind": record.kind, "job_state": record.state,
+                        "job_attempt": record.attempts})
