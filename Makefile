@@ -26,6 +26,7 @@ check:
 	@.venv/bin/lint-imports --no-cache --no-logo
 	@node_modules/.bin/buf lint
 	@bash scripts/check_breaking.sh
+	@$(PY) scripts/openapi_snapshot.py
 
 protos:
 	@$(PY) scripts/gen_protos.py

@@ -8,7 +8,6 @@ docs) lives in ``gateway/http``; :mod:`gateway.wiring` builds the features from 
 
 from __future__ import annotations
 
-import json
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -17,7 +16,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
-from gateway.contract import SNAPSHOT, without_unsent_422
+from gateway.contract import RELEASE, released, without_unsent_422
 from gateway.health.router import router as health_router
 from gateway.http import errors
 from gateway.http.admission import RateLimit, Shedding
@@ -32,6 +31,8 @@ from gateway.reasoning.router import router as reasoning_router
 from gateway.search.router import router as search_router
 from gateway.wiring import Mesh, build_mesh
 
+# The contract's version: minor for additions since the release in gateway/releases/, major for a break.
+VERSION = "1.1.0"
 DESCRIPTION = ("The backend's fixed REST contract: search, collections, ingest jobs, OpenAI-compatible embeddings. "
                f"Every error has the `ErrorBody` shape. Send `{TIMEOUT_HEADER}` to set the request deadline.")
 
@@ -42,8 +43,7 @@ def _document_only_what_is_sent(app: FastAPI) -> None:
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            snapshot = json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}
-            app.openapi_schema = without_unsent_422(generate(), snapshot)
+            app.openapi_schema = without_unsent_422(generate(), released() if RELEASE.exists() else {})
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -60,7 +60,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         yield
         await app.state.mesh.close()
 
-    app = FastAPI(title="Korean inference mesh gateway", version="1.0.0", lifespan=lifespan, description=DESCRIPTION,
+    app = FastAPI(title="Korean inference mesh gateway", version=VERSION, lifespan=lifespan, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, health_router):

@@ -1,4 +1,10 @@
-"""The frozen-contract rule: existing operations (and the schemas they use) may not change."""
+"""The contract rules: the committed snapshot is the served spec; released operations may not change.
+
+``gateway/openapi.json`` is the spec the gateway serves, byte for byte (``make openapi`` rewrites it; a
+test and ``make check`` compare). ``gateway/releases/openapi-<version>.json`` is the last release's: the
+breaking-change check compares the served spec with it, so additions land with the snapshot updated
+and a change to a released operation fails. A release copies the snapshot there.
+"""
 
 from __future__ import annotations
 
@@ -88,15 +94,27 @@ def changed_operations(snapshot: dict, spec: dict) -> list[str]:
     return problems
 
 
-SNAPSHOT = Path(__file__).resolve().parent / "openapi.json"
+HERE = Path(__file__).resolve().parent
+SNAPSHOT = HERE / "openapi.json"
+RELEASE = HERE / "releases" / "openapi-1.0.0.json"
+
+
+def canonical(spec: dict) -> str:
+    """The spec as the snapshot file holds it (sorted keys, two-space indent, UTF-8, a final newline)."""
+    return json.dumps(spec, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def released() -> dict:
+    """The last release's spec (what the breaking-change check and the 422 rule compare with)."""
+    return json.loads(RELEASE.read_text())
 
 
 def without_unsent_422(spec: dict, snapshot: dict) -> dict:
     """``spec`` without the 422 FastAPI documents on every operation with parameters.
 
-    The gateway never answers 422 (schema violations are 400 with the fields named); operations frozen
-    with a 422 in contract v1's snapshot keep theirs unchanged (the contract forbids changing them),
-    every other operation documents only what it sends.
+    The gateway never answers 422 (schema violations are 400 with the fields named); operations released
+    with a 422 in contract v1.0.0 keep theirs unchanged (the contract forbids changing them), every other
+    operation documents only what it sends.
     """
     frozen = snapshot.get("paths", {})
     for path, ops in spec.get("paths", {}).items():
