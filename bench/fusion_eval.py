@@ -49,7 +49,8 @@ import numpy as np
 
 from bench.common import machine_info, md_table
 from bench.retrieval import embed_cached
-from services.retrieval.hybrid import LEG_CANDIDATES, AutoModel, HybridSearcher, ScoredDoc, auto_features, auto_fusion
+from services.retrieval.fusion import LEG_CANDIDATES, AutoModel, ScoredDoc, auto_features, auto_fusion
+from services.retrieval.hybrid import HybridSearcher
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.korean.bm25 import Bm25
 from services.retrieval.query import SearchQuery

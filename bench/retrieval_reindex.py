@@ -36,7 +36,8 @@ TRAITS = ["가볍고 튼튼한", "선물하기 좋은", "가성비 좋은", "프
 QUERIES = ["부모님 선물로 좋은 가습기", "캠핑 갈 때 쓸 탁자", "출퇴근용 무선 이어폰", "초보자를 위한 데이터 분석 책",
            "겨울에 입을 따뜻한 패딩", "사무실에서 쓸 조용한 커피 그라인더"]
 Stages = list[tuple[float, float, float]]  # server ms per search: embed, tokenize, search
-UNSLICED = "import services.retrieval.retriever as r\nr.BULK_SLICE_CHARS = 10**12\nr.REINDEX_EMBED_TEXTS = 10**6\n"
+UNSLICED = ("import services.retrieval.state as s\nimport services.retrieval.reindex as r\n"
+            "s.BULK_SLICE_CHARS = 10**12\nr.REINDEX_EMBED_TEXTS = 10**6\n")
 
 
 def product(i: int) -> Document:

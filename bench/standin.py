@@ -174,7 +174,7 @@ class OtlpSink(_LoopbackServer):
     ``keep=False`` it only counts spans (the bench's sink must not grow).
     """
 
-    def __init__(self, keep: bool = True) -> None:
+    def __init__(self, keep: bool = True, port: int = 0) -> None:
         import http.server
         import threading
 
@@ -202,7 +202,7 @@ class OtlpSink(_LoopbackServer):
                 self.end_headers()
                 self.wfile.write(out)
 
-        self._serve(Handler)
+        self._serve(Handler, port)
         self.endpoint = self.url.removesuffix("/v1")
 
     def _collect(self, request) -> None:

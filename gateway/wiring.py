@@ -1,20 +1,29 @@
-"""The composition root: clients, the query-vector owner, the job store and every feature, built once.
+"""The composition root: the clients, the query-vector owner, the job store and every feature, built in one pass.
 
-Routes reach features through ``request.app.state.mesh`` (a :class:`Mesh`); tests build one with
-their own cache or job store and pass it to :func:`gateway.app.create_app`.
+The root owns every client and closes each once; features receive the clients they use. Routes
+reach features through ``request.app.state.mesh`` (a :class:`Mesh`); tests build one with their own
+cache or tracer provider and pass it to :func:`gateway.app.create_app`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
 
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
+from clients.reasoning import AsyncReasoningClient
+from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
 from gateway.ocr.serving import Ocr
 from gateway.openai_api.serving import OpenAiCompat
-from gateway.reasoning.serving import Reasoning
+from gateway.reasoning.chat import Chat
+from gateway.reasoning.pool import ReasoningPool
+from gateway.reasoning.recommendations import Recommendations
+from gateway.reasoning.summaries import Summaries
 from gateway.search.serving import Search
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
@@ -23,48 +32,77 @@ from services.runtime.jobs import Jobs, MemoryJobs
 from services.runtime.jobs.redis import RedisJobs
 
 
+@dataclass(frozen=True)
+class Clients:
+    """One client per service (one per reasoning instance), owned by the root."""
+
+    embedding: AsyncEmbeddingClient
+    retrieval: AsyncRetrievalClient
+    ocr: AsyncOcrClient
+    reasoning: dict[str, AsyncReasoningClient]
+
+    @classmethod
+    def from_settings(cls, settings: GatewaySettings) -> Clients:
+        """The clients of the configured targets."""
+        targets = [t.strip() for t in settings.reasoning_targets.split(",") if t.strip()]
+        return cls(embedding=AsyncEmbeddingClient(settings.embedding_target),
+                   retrieval=AsyncRetrievalClient(settings.retrieval_target),
+                   ocr=AsyncOcrClient(settings.ocr_target),
+                   reasoning={t: AsyncReasoningClient(t) for t in targets})
+
+    async def close(self) -> None:
+        """Close every channel."""
+        await self.embedding.close()
+        await self.retrieval.close()
+        await self.ocr.close()
+        for client in self.reasoning.values():
+            await client.close()
+
+
 @dataclass
 class Mesh:
     """Everything the routes use; :meth:`start` and :meth:`close` bracket the app's life."""
 
+    clients: Clients
     vectors: QueryVectors
-    retrieval: AsyncRetrievalClient
+    jobs: Jobs
     search: Search
     catalog: Catalog
     openai: OpenAiCompat
-    reasoning: Reasoning
+    recommendations: Recommendations
+    chat: Chat
+    summaries: Summaries
     ocr: Ocr
-    jobs: Jobs
 
     async def start(self) -> None:
         """Start this instance's job workers."""
         await self.jobs.start()
 
     async def close(self) -> None:
-        """Stop job workers (running jobs stay leased and resume elsewhere), then close every client."""
+        """Stop job workers (running jobs stay leased and resume elsewhere), flush the cache, close the clients."""
         await self.jobs.close()
         await self.vectors.close()
-        await self.retrieval.close()
-        await self.ocr.client.close()
-        await self.reasoning.close()
+        await self.clients.close()
 
 
-def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None) -> Mesh:
+def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
+               tracer_provider: trace.TracerProvider | None = None) -> Mesh:
     """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one)."""
+    clients = Clients.from_settings(settings)
     if cache is None:
         cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
                  else LocalLruCache(settings.cache_max_entries))
     breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s)
     export_state(breaker, "embedding")
-    vectors = QueryVectors(AsyncEmbeddingClient(settings.embedding_target), cache, breaker,
-                           settings.embed_budget_share)
-    retrieval = AsyncRetrievalClient(settings.retrieval_target)
-    search = Search(vectors, retrieval)
-    catalog = Catalog(retrieval)
+    vectors = QueryVectors(clients.embedding, cache, breaker, settings.embed_budget_share)
     redis_url = settings.jobs_redis_url or settings.redis_url
-    options = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs, "workers": settings.job_workers}
-    jobs: Jobs = (RedisJobs(catalog.handlers(), redis_url, "gateway", lease_s=settings.job_lease_s, **options)
-                  if redis_url else MemoryJobs(catalog.handlers(), **options))
-    catalog.jobs = jobs
-    return Mesh(vectors=vectors, retrieval=retrieval, search=search, catalog=catalog, openai=OpenAiCompat(vectors),
-                reasoning=Reasoning(settings, search), ocr=Ocr(AsyncOcrClient(settings.ocr_target)), jobs=jobs)
+    handlers = CatalogJobs(clients.retrieval).handlers()
+    options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
+                               "workers": settings.job_workers, "tracer_provider": tracer_provider}
+    jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s, **options)
+                  if redis_url else MemoryJobs(handlers, **options))
+    search = Search(vectors, clients.retrieval)
+    pool = ReasoningPool(clients.reasoning, settings)
+    return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(clients.retrieval, jobs),
+                openai=OpenAiCompat(vectors), recommendations=Recommendations(search, pool), chat=Chat(pool),
+                summaries=Summaries(pool, settings.summary_timeout_s), ocr=Ocr(clients.ocr))

@@ -210,16 +210,18 @@ def check_ports() -> None:
 
 
 def trace_export() -> None:
-    """Send every process's spans to the local trace UI (``make ops``: Phoenix on 4317) when it runs."""
+    """Send every process's spans to the local trace UI (``make ops``: Phoenix on 4317), whenever it runs.
+
+    The exporters keep trying with every batch, so ``make ops`` may start before or after this.
+    """
     if os.environ.get("OTEL_TRACES_EXPORTER"):
         print(f"[mesh] traces: OTEL_TRACES_EXPORTER={os.environ['OTEL_TRACES_EXPORTER']} (from the environment)",
               flush=True)
-    elif port_holders(OTLP_PORT):
-        os.environ.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-                           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{OTLP_PORT}"})
-        print(f"[mesh] traces: OTLP to 127.0.0.1:{OTLP_PORT} (the trace UI of `make ops`)", flush=True)
-    else:
-        print(f"[mesh] traces: off (nothing listens on {OTLP_PORT}; start `make ops` first to see them)", flush=True)
+        return
+    os.environ.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                       "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{OTLP_PORT}"})
+    up = "it listens" if port_holders(OTLP_PORT) else "not up yet: `make ops` starts it, the mesh keeps trying"
+    print(f"[mesh] traces: OTLP to 127.0.0.1:{OTLP_PORT}, the trace UI of `make ops` ({up})", flush=True)
 
 
 def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:

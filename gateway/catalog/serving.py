@@ -1,18 +1,19 @@
-"""Collections, documents and their jobs over the retrieval client; ingest and reindex run as durable jobs."""
+"""Collections, documents and their jobs over the retrieval client; ingest and reindex run as durable jobs.
+
+The jobs' work is :class:`gateway.catalog.jobs.CatalogJobs` (the handlers the job store runs); this
+module submits, reads and cancels them.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable
-from typing import Any
 
-from clients.errors import MeshClientError
-from clients.retrieval import AsyncRetrievalClient, BatchWritten, Collection, Document, ReindexProgress
+from clients.retrieval import AsyncRetrievalClient, Collection
 from gateway.catalog import protocol as api
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
-from services.runtime.jobs import JobContext, JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
+from services.runtime.jobs import JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
 
 
 def collection_info(c: Collection) -> api.CollectionInfo:
@@ -30,13 +31,9 @@ def job_view(r: JobRecord) -> api.Job:
 class Catalog:
     """Collections and documents; ingest and reindex as jobs any gateway instance can run, read or cancel."""
 
-    def __init__(self, retrieval: AsyncRetrievalClient) -> None:
+    def __init__(self, retrieval: AsyncRetrievalClient, jobs: Jobs) -> None:
         self.retrieval = retrieval
-        self.jobs: Jobs | None = None  # set by the wiring (the job store needs our handlers first)
-
-    def handlers(self) -> dict[str, Any]:
-        """The job kinds this feature runs."""
-        return {"ingest": self._ingest, "reindex": self._reindex}
+        self.jobs = jobs
 
     # ---- collections ---------------------------------------------------------------------------
     async def create(self, req: api.CollectionCreate, deadline: Deadline) -> api.CollectionInfo:
@@ -65,7 +62,6 @@ class Catalog:
     # ---- jobs ----------------------------------------------------------------------------------
     async def _submit(self, kind: str, name: str, payload: bytes, total: int, deadline: Deadline) -> api.Job:
         await self.retrieval.get_collection(name, timeout_s=deadline.check())  # a missing collection is 404 now
-        assert self.jobs is not None
         try:
             return job_view(await self.jobs.submit(kind, name, payload, total=total))
         except QueueFull as err:
@@ -85,12 +81,10 @@ class Catalog:
 
     async def job(self, job_id: str) -> api.Job:
         """A job by id, whichever instance runs it; 404 when unknown or expired."""
-        assert self.jobs is not None
         return await self._job_call(job_id, self.jobs.get(job_id))
 
     async def cancel(self, job_id: str) -> api.Job:
         """Cancel a job: a queued one ends now, a running one after its current batch."""
-        assert self.jobs is not None
         return await self._job_call(job_id, self.jobs.cancel(job_id))
 
     @staticmethod
@@ -101,55 +95,3 @@ class Catalog:
             raise ApiError(404, "not_found", f"job {job_id!r} does not exist (or expired)") from None
         except JobStoreUnavailable as err:
             raise ApiError(503, "unavailable", str(err), retryable=True) from None
-
-    # ---- job handlers (run on whichever instance took the job) ---------------------------------
-    async def _ingest(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any]:
-        """Send the batches not yet acknowledged (a resumed job continues where it stopped)."""
-        work = json.loads(payload)
-        docs = [Document(d["id"], d["text"], d.get("payload") or {}) for d in work["documents"]]
-        size = work["batch_size"]
-        batches = [docs[i:i + size] for i in range(0, len(docs), size)]
-        first = record.resume  # batches before this one were acknowledged by an earlier attempt
-        upserted = record.done
-        try:
-            async for event in self.retrieval.upsert_stream(record.subject, batches[first:]):
-                if isinstance(event, BatchWritten):
-                    index = first + event.sequence
-                    error = await self._retry(record.subject, batches[index]) if event.error else ""
-                    upserted += 0 if error else len(batches[index])
-                    await ctx.progress(done=upserted, resume=index + 1, failed_batch=bool(error),
-                                       error=f"batch {index}: {error}" if error else None)
-        except MeshClientError as err:
-            await ctx.progress(error=f"{err.code.name}: {err.message}")
-        return {"upserted": upserted, "batches": len(batches), "failed_batches": record.failed_batches}
-
-    async def _retry(self, collection: str, batch: list[Document], attempts: int = 4) -> str:
-        """Write a batch the stream refused on its own; returns the final error, or "" once written.
-
-        A retryable refusal (a reindex swapping, the embedding service restarting) is retried with
-        backoff; a permanent one comes back with its named fields.
-        """
-        delay = 0.25
-        for attempt in range(attempts):
-            try:
-                await self.retrieval.upsert(collection, batch, timeout_s=60)
-                return ""
-            except MeshClientError as err:
-                if not err.retryable or attempt == attempts - 1:
-                    return f"{err.code.name}: {err.message}"
-            await asyncio.sleep(delay)
-            delay *= 2
-        return "not written"
-
-    async def _reindex(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
-        """Rebuild and swap (a resumed reindex starts over: the old collection keeps serving until the swap)."""
-        try:
-            async for event in self.retrieval.reindex(record.subject):
-                if isinstance(event, ReindexProgress):
-                    await ctx.progress(done=event.done, total=event.total)
-                else:
-                    return {"previous_collection": event.previous_collection, "collection": event.collection,
-                            "documents": event.documents, "embedding_revision": event.embedding_revision}
-        except MeshClientError as err:
-            await ctx.progress(error=f"{err.code.name}: {err.message}")
-        return None

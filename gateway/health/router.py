@@ -25,7 +25,8 @@ async def readyz(request: Request):
     Search can degrade without embedding, so embedding down is `degraded`, not unavailable.
     """
     mesh = request.app.state.mesh
-    body, ready = await readiness(mesh.vectors.client, mesh.retrieval, mesh.ocr.client, mesh.reasoning.clients,
+    clients = mesh.clients
+    body, ready = await readiness(clients.embedding, clients.retrieval, clients.ocr, clients.reasoning,
                                   mesh.vectors.cache)
     return body if ready else JSONResponse(body.model_dump(), status_code=503)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from gateway.http import deadline
+from gateway.http.deadline import Deadline
 from gateway.http.errors import documented
 from gateway.ocr import protocol as api
 from gateway.ocr.serving import Ocr
@@ -18,13 +20,13 @@ def _ocr(request: Request) -> Ocr:
 
 
 @router.post("/v1/ocr/jobs", response_model=api.OcrJob, status_code=202, responses=ERRORS)
-async def submit_ocr_job(body: api.OcrJobRequest, request: Request):
+async def submit_ocr_job(body: api.OcrJobRequest, request: Request, dl: Deadline = deadline.ADMIN):
     """Queue images/PDFs for OCR; answers 202 with the job and a `Location` to poll."""
-    out = await _ocr(request).submit(body)
+    out = await _ocr(request).submit(body, dl)
     return JSONResponse(out.model_dump(), status_code=202, headers={"Location": f"/v1/ocr/jobs/{out.id}"})
 
 
 @router.get("/v1/ocr/jobs/{job_id}", response_model=api.OcrJob, responses=ERRORS)
-async def get_ocr_job(job_id: str, request: Request):
+async def get_ocr_job(job_id: str, request: Request, dl: Deadline = deadline.ADMIN):
     """A job's state and progress; once it succeeded, its result (text, pages, lines)."""
-    return await _ocr(request).job(job_id)
+    return await _ocr(request).job(job_id, dl)

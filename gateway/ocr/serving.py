@@ -8,6 +8,7 @@ import re
 
 from clients.errors import MeshClientError
 from clients.ocr import AsyncOcrClient, Job, Options, Page
+from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError, from_client_error
 from gateway.ocr import protocol as api
 
@@ -36,7 +37,7 @@ class Ocr:
     def __init__(self, client: AsyncOcrClient) -> None:
         self.client = client
 
-    async def submit(self, body: api.OcrJobRequest) -> api.OcrJob:
+    async def submit(self, body: api.OcrJobRequest, deadline: Deadline) -> api.OcrJob:
         """Decode the uploads (400 naming the bad one), then queue the job."""
         contents = []
         for i, doc in enumerate(body.documents):
@@ -47,17 +48,17 @@ class Ocr:
                     FieldError(field=f"documents[{i}].content_base64", description="standard base64")]) from None
         options = Options(languages=body.languages or "", fallback=body.vlm_fallback, deskew=body.deskew)
         try:
-            return job_view(await self.client.submit_job(contents, options, timeout_s=60))
+            return job_view(await self.client.submit_job(contents, options, timeout_s=deadline.check()))
         except MeshClientError as err:
             api_err = from_client_error(err)
             for f in api_err.body.error.fields:  # the service names uploads contents[i]; REST says documents[i]
                 f.field = f.field.replace("contents[", "documents[")
             raise api_err from None
 
-    async def job(self, job_id: str) -> api.OcrJob:
+    async def job(self, job_id: str, deadline: Deadline) -> api.OcrJob:
         """A job's state, with its result once it succeeded."""
         if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
             raise ApiError(404, "not_found", "no such OCR job (job ids are 32 hexadecimal characters)")
-        job = await self.client.get_job(job_id, timeout_s=10)
+        job = await self.client.get_job(job_id, timeout_s=deadline.check())
         done = job.state == "succeeded"
-        return job_view(job, await self.client.get_job_result(job_id, timeout_s=30) if done else None)
+        return job_view(job, await self.client.get_job_result(job_id, timeout_s=deadline.check()) if done else None)

@@ -48,7 +48,7 @@ class OpenAiCompat:
         if not 1 <= len(texts) <= 256:
             raise ApiError(400, "invalid_argument", "invalid input",
                            fields=[FieldError(field="input", description="give 1 to 256 texts")])
-        result = await self.vectors.client.embed(texts, kind, timeout_s=deadline.check())
+        result = await self.vectors.embed_batch(texts, kind, deadline)
         data = []
         for i, vec in enumerate(result.vectors):
             emb: list[float] | str = (base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode()

@@ -1,4 +1,4 @@
-"""LLM routes: recommendations (JSON and SSE), chat (SSE), summaries; logic in :mod:`gateway.reasoning.serving`."""
+"""LLM routes: recommendations (JSON and SSE), chat (SSE), summaries; logic in the feature modules beside."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from gateway.http import deadline
 from gateway.http.deadline import Deadline
 from gateway.http.errors import documented
 from gateway.reasoning import protocol as api
-from gateway.reasoning.serving import Reasoning
+from gateway.reasoning.chat import Chat
+from gateway.reasoning.recommendations import Recommendations
+from gateway.reasoning.summaries import Summaries
 
 router = APIRouter(tags=["reasoning"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504, described=False)
@@ -21,8 +23,16 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream
 SSE_HEADERS = {"Cache-Control": "no-cache"}
 
 
-def _reasoning(request: Request) -> Reasoning:
-    return request.app.state.mesh.reasoning
+def _recommendations(request: Request) -> Recommendations:
+    return request.app.state.mesh.recommendations
+
+
+def _chat(request: Request) -> Chat:
+    return request.app.state.mesh.chat
+
+
+def _summaries(request: Request) -> Summaries:
+    return request.app.state.mesh.summaries
 
 
 @router.post("/v1/recommendations", response_model=api.RecommendResponse, responses=ERRORS)
@@ -32,7 +42,7 @@ async def recommend(body: api.RecommendRequest, request: Request, dl: Deadline =
     The reasons degrade (cards without reasons, `reasons_status: failed`) instead of failing the
     request.
     """
-    return await _reasoning(request).recommend(body, dl)
+    return await _recommendations(request).recommend(body, dl)
 
 
 @router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC})
@@ -52,9 +62,9 @@ async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Dea
 
     `error` (the ErrorBody shape) replaces 2-4 when the reasons fail (after any `reason` already sent).
     """
-    reasoning = _reasoning(request)
-    found = await reasoning.cards(body, dl)  # errors before the stream starts are plain HTTP errors
-    return StreamingResponse(reasoning.recommend_events(body, found, dl), media_type="text/event-stream",
+    recommendations = _recommendations(request)
+    found = await recommendations.cards(body, dl)  # errors before the stream starts are plain HTTP errors
+    return StreamingResponse(recommendations.recommend_events(body, found, dl), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
 
@@ -66,7 +76,7 @@ async def chat(body: api.ChatRequest, request: Request, dl: Deadline = deadline.
     shape; `error.code` names the kind, e.g. `first_token_timeout`). Routed by `session_id`; the
     instance is named in `X-Mesh-Reasoning-Instance`.
     """
-    stream = await _reasoning(request).chat(body, dl)
+    stream = await _chat(request).chat(body, dl)
     return StreamingResponse(stream.events(), media_type="text/event-stream", background=BackgroundTask(stream.release),
                              headers={**SSE_HEADERS, "X-Mesh-Reasoning-Instance": stream.target})
 
@@ -74,4 +84,4 @@ async def chat(body: api.ChatRequest, request: Request, dl: Deadline = deadline.
 @router.post("/v1/summaries", response_model=api.SummaryResponse, responses=ERRORS)
 async def summarize(body: api.SummaryRequest, request: Request, dl: Deadline = deadline.LLM):
     """A summary within the summary deadline (5 s by default), or `failed: true` with an empty summary."""
-    return JSONResponse((await _reasoning(request).summarize(body, dl)).model_dump())
+    return JSONResponse((await _summaries(request).summarize(body, dl)).model_dump())

@@ -12,9 +12,10 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from clients import AsyncEmbeddingClient
-from clients.embedding import ModelInfo
+from clients.embedding import EmbedResult, ModelInfo
 from clients.errors import DeadlineExceeded, InvalidArgument, MeshClientError
 from clients.retrieval import QueryVector
 from gateway.http.deadline import Deadline
@@ -120,8 +121,30 @@ class QueryVectors:
             self._info = None  # the model changed under us: asked again on the next call
         return done(QueryVector(vector.tolist(), result.model_revision))
 
+    async def embed_batch(self, texts: list[str], kind: Literal["query", "passage"], deadline: Deadline) -> EmbedResult:
+        """Embed ``texts`` within the deadline, through the breaker (an open breaker is a 503 here: no fallback)."""
+        if not self.breaker.allow():
+            raise ApiError(503, "unavailable", "the embedding service is failing (circuit open); retry shortly",
+                           retryable=True, retry_after_s=self.breaker.reset_s)
+        budget = deadline.check()
+        try:
+            result = await self.client.embed(texts, kind, timeout_s=budget)
+        except InvalidArgument:
+            self.breaker.success()  # the service answered: the input was the problem
+            raise
+        except DeadlineExceeded:
+            if budget >= MIN_TELLING_BUDGET_S:
+                self.breaker.failure()
+            else:
+                self.breaker.inconclusive()
+            raise
+        except MeshClientError:
+            self.breaker.failure()
+            raise
+        self.breaker.success()
+        return result
+
     async def close(self) -> None:
-        """Finish pending cache writes, then close the client and the cache."""
+        """Finish pending cache writes and close the cache (the client is the composition root's)."""
         await asyncio.gather(*self._writes, return_exceptions=True)
-        await self.client.close()
         await self.cache.close()

@@ -14,149 +14,33 @@ card long before the answer ends), then the regenerated or failed ones.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import jsonschema
-from prometheus_client import Counter
-
-from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, InvalidInput, InvalidOutput, Violation
+from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, InvalidOutput
 from services.reasoning.backends.base import GenerationParams
-from services.reasoning.checks import VIOLATION_KINDS, CheckRules, Finding, check_reason
+from services.reasoning.cards import (
+    CARDS,
+    MIN_REGENERATION_S,
+    TOKENS_PER_ITEM,
+    VIOLATIONS,
+    CardScanner,
+    ItemIn,
+    ReasonOut,
+    _failed,
+    parse_reasons,
+    raise_for,
+    validate_request,
+)
+from services.reasoning.checks import CheckRules, Finding, check_reason
 from services.reasoning.generation import Delta, Failed, Generator, Timeouts, Usage
 from services.reasoning.prompts import reasons_messages, reasons_schema
 
-MAX_ITEMS = 20
-MAX_TITLE_CHARS = 500
-MAX_DESCRIPTION_CHARS = 2000
-TOKENS_PER_ITEM = 180  # short <= 50 and long <= 160 characters (the schema's caps) plus the JSON around them
-MIN_REGENERATION_S = 1.0  # below this much of the total deadline left, failing cards are not regenerated
-CARD_STATUSES = ("ok", "regenerated", "failed")
-VIOLATIONS = Counter("mesh_reasoning_reason_violations", "reason cards that broke a check, per check "
-                     "(first answers and regenerations)", ["kind"])
-CARDS = Counter("mesh_reasoning_reason_cards", "reason cards returned, by status", ["status"])
-for _kind in VIOLATION_KINDS:
-    VIOLATIONS.labels(_kind)
-for _status in CARD_STATUSES:
-    CARDS.labels(_status)
 log = logging.getLogger(__name__)
 # (query, [(id, title, description)], strict_retry, notes per id) -> chat messages
 PromptBuilder = Callable[[str, list[tuple[str, str, str]], bool, dict[str, list[str]] | None], list[dict[str, str]]]
-
-
-@dataclass(frozen=True)
-class ItemIn:
-    """A search result to explain."""
-
-    id: str
-    title: str
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class ReasonOut:
-    """Why one item fits the query.
-
-    ``status``: ``ok`` (passed the checks at once), ``regenerated`` (passed after one regeneration;
-    ``violations`` names what the first answer broke) or ``failed`` (still broke a check: ``short`` and
-    ``long`` are empty and ``violations`` names the kinds). Besides the check kinds, ``missing``: the
-    streamed answer ended before it wrote this card, or wrote it without text (:meth:`ReasonWriter.stream`).
-    """
-
-    item_id: str
-    short: str
-    long: str
-    status: str = "ok"
-    violations: tuple[str, ...] = field(default=())
-
-
-def validate_request(query: str, items: list[ItemIn], field: str = "") -> None:
-    """Reject empty queries, empty or oversized item lists, missing or duplicate ids."""
-    violations = []
-    if not query.strip():
-        violations.append(Violation(f"{field}query", "empty"))
-    if not 1 <= len(items) <= MAX_ITEMS:
-        violations.append(Violation(f"{field}items", f"give 1..{MAX_ITEMS} items (got {len(items)})"))
-    seen: set[str] = set()
-    for i, item in enumerate(items):
-        if not item.id.strip():
-            violations.append(Violation(f"{field}items[{i}].id", "empty"))
-        elif item.id in seen:
-            violations.append(Violation(f"{field}items[{i}].id", f"duplicate id {item.id!r}"))
-        seen.add(item.id)
-        if not item.title.strip():
-            violations.append(Violation(f"{field}items[{i}].title", "empty"))
-        elif len(item.title) > MAX_TITLE_CHARS:
-            violations.append(Violation(f"{field}items[{i}].title", f"over {MAX_TITLE_CHARS} characters"))
-        if len(item.description) > MAX_DESCRIPTION_CHARS:
-            violations.append(Violation(f"{field}items[{i}].description",
-                                        f"over {MAX_DESCRIPTION_CHARS} characters"))
-    if violations:
-        raise InvalidInput("invalid reasons request", violations)
-
-
-def parse_reasons(text: str, items: list[ItemIn], schema: dict) -> list[ReasonOut] | str:
-    """The reasons in the items' order, or why the answer is invalid."""
-    try:
-        data = json.loads(text)
-        jsonschema.validate(data, schema)
-    except (ValueError, jsonschema.ValidationError) as err:
-        return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
-    by_id = {r["id"]: r for r in data["reasons"]}
-    if set(by_id) != {item.id for item in items}:
-        return "ids do not match the items one to one"
-    out = [ReasonOut(item.id, by_id[item.id]["short"].strip(), by_id[item.id]["long"].strip()) for item in items]
-    if any(not r.short or not r.long for r in out):
-        return "blank reason"
-    return out
-
-
-def raise_for(failure: Failed) -> None:
-    """A failed call as a domain error."""
-    if failure.kind.endswith("timeout"):
-        raise DeadlineExceeded(failure.message)
-    raise DependencyUnavailable(failure.message)
-
-
-class CardScanner:
-    """Finds the card objects of a ``{"reasons": [{...}, ...]}`` answer while it is still streaming."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.pos: int | None = None
-        self.decoder = json.JSONDecoder()
-
-    def feed(self, delta: str) -> list[dict]:
-        """The card objects completed by ``delta``."""
-        self.text += delta
-        if self.pos is None:
-            start = re.search(r'"reasons"\s*:\s*\[', self.text)
-            if start is None:
-                return []
-            self.pos = start.end()
-        out: list[dict] = []
-        while True:
-            i = self.pos
-            while i < len(self.text) and self.text[i] in " \t\r\n,":
-                i += 1
-            if i >= len(self.text) or self.text[i] != "{":
-                return out
-            try:
-                obj, end = self.decoder.raw_decode(self.text, i)
-            except ValueError:  # not closed yet
-                return out
-            self.pos = end
-            if isinstance(obj, dict):
-                out.append(obj)
-
-
-def _failed(item_id: str, findings: list[Finding]) -> ReasonOut:
-    """A card returned without text: what its last answer broke, never the text itself."""
-    return ReasonOut(item_id, "", "", "failed", tuple(sorted({f.kind for f in findings})))
 
 
 @dataclass(frozen=True)

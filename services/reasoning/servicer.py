@@ -10,10 +10,11 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 
 from services.bootstrap.errors import InvalidInput, MeshError, Overloaded, Violation, grpc_code_for
 from services.reasoning.backends.base import GenerationParams
+from services.reasoning.cards import ItemIn, ReasonOut
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
-from services.reasoning.reasons import ItemIn, ReasonOut, ReasonWriter
+from services.reasoning.reasons import ReasonWriter
 
 KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
          "generation_timeout": pb.ERROR_KIND_GENERATION_TIMEOUT,

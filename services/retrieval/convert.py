@@ -6,7 +6,7 @@ from google.protobuf import json_format, struct_pb2
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 
 from services.bootstrap.errors import InvalidInput, Violation
-from services.retrieval.hybrid import ScoredDoc
+from services.retrieval.fusion import ScoredDoc
 from services.retrieval.query import Condition, Document, Filter, SearchQuery
 from services.retrieval.store import CatalogMeta
 

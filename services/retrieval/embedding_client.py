@@ -1,4 +1,4 @@
-"""The embedding service as retrieval's :class:`~services.retrieval.retriever.Embedder` (over gRPC)."""
+"""The embedding service as retrieval's :class:`~services.retrieval.state.Embedder` (over gRPC)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,9 @@ from services.bootstrap.server import MeshServer, ServiceRegistration, create_se
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
 from services.retrieval.korean.analyzer import KoreanAnalyzer
-from services.retrieval.retriever import Embedder, Retriever
+from services.retrieval.retriever import Retriever
 from services.retrieval.servicer import RetrievalServicer
+from services.retrieval.state import Embedder
 from services.retrieval.store import open_store, store_options
 from services.runtime.errors import StartupError
 
@@ -41,8 +42,8 @@ class RetrievalService:
 
         The embedding service may come later.
         """
-        await self.retriever.drop_leftovers()
-        await self.retriever._terms(["워밍업 문장입니다"])
+        await self.retriever.reindexer.drop_leftovers()
+        await self.retriever.state.terms(["워밍업 문장입니다"])
         await self.mesh.set_serving(True)
 
     async def release(self) -> None:

@@ -25,27 +25,27 @@ class RetrievalServicer:
 
     async def CreateCollection(self, request, context):  # noqa: N802
         """Create a catalog."""
-        meta, count = await self.retriever.create(request.name, convert.fields_from_proto(request.fields))
+        meta, count = await self.retriever.admin.create(request.name, convert.fields_from_proto(request.fields))
         return pb.CreateCollectionResponse(collection=convert.collection_info(meta, count))
 
     async def GetCollection(self, request, context):  # noqa: N802
         """Describe a catalog."""
-        meta, count = await self.retriever.describe(request.name)
+        meta, count = await self.retriever.admin.describe(request.name)
         return pb.GetCollectionResponse(collection=convert.collection_info(meta, count))
 
     async def ListCollections(self, request, context):  # noqa: N802
         """Every catalog."""
-        rows = await self.retriever.list_catalogs()
+        rows = await self.retriever.admin.list_catalogs()
         return pb.ListCollectionsResponse(collections=[convert.collection_info(m, n) for m, n in rows])
 
     async def DeleteCollection(self, request, context):  # noqa: N802
         """Remove a catalog and its data."""
-        collection, documents = await self.retriever.delete_catalog(request.name)
+        collection, documents = await self.retriever.admin.delete_catalog(request.name)
         return pb.DeleteCollectionResponse(collection=collection, documents=documents)
 
     async def UpsertDocuments(self, request, context):  # noqa: N802
         """Write one batch (within the caller's deadline)."""
-        out = await self.retriever.upsert(request.collection, _documents(request.documents),
+        out = await self.retriever.documents.upsert(request.collection, _documents(request.documents),
                                           context.time_remaining())
         return pb.UpsertDocumentsResponse(upserted=out.upserted, embed_ns=out.embed_ns, tokenize_ns=out.tokenize_ns,
                                           write_ns=out.write_ns)
@@ -58,7 +58,7 @@ class RetrievalServicer:
             seq = batches
             batches += 1
             try:
-                out = await self.retriever.upsert(req.collection, _documents(req.documents))
+                out = await self.retriever.documents.upsert(req.collection, _documents(req.documents))
             except MeshError as err:
                 failed += 1
                 yield pb.UpsertDocumentsStreamResponse(progress=pb.UpsertProgress(
@@ -74,15 +74,15 @@ class RetrievalServicer:
 
     async def DeleteDocuments(self, request, context):  # noqa: N802
         """Remove documents."""
-        n = await self.retriever.delete(request.collection, list(request.ids))
+        n = await self.retriever.documents.delete(request.collection, list(request.ids))
         return pb.DeleteDocumentsResponse(requested=n)
 
     async def Search(self, request, context: grpc.aio.ServicerContext):  # noqa: N802
         """Search."""
         _check_ranges(request.filter)
         q, fusion, rrf_k, weight = convert.search_from_proto(request)
-        q = self.retriever.with_defaults(q, fusion, rrf_k, weight)
-        out = await self.retriever.search(request.collection, q, context.time_remaining())
+        q = self.retriever.searches.with_defaults(q, fusion, rrf_k, weight)
+        out = await self.retriever.searches.search(request.collection, q, context.time_remaining())
         return pb.SearchResponse(
             hits=[convert.hit_to_proto(h) for h in out.hits], mode=convert.NAME_TO_MODE[out.mode],
             degraded=out.degraded, fusion=convert.NAME_TO_FUSION.get(out.fusion or "", 0),
@@ -92,7 +92,7 @@ class RetrievalServicer:
 
     async def Reindex(self, request, context) -> AsyncIterator[pb.ReindexResponse]:  # noqa: N802
         """Rebuild and swap, streaming progress."""
-        async for event in self.retriever.reindex(request.collection, request.batch_size or 64):
+        async for event in self.retriever.reindexer.reindex(request.collection, request.batch_size or 64):
             if event.get("summary"):
                 yield pb.ReindexResponse(summary=pb.ReindexSummary(
                     previous_collection=event["previous_collection"], collection=event["collection"],

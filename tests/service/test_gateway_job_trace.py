@@ -20,7 +20,6 @@ from gateway.wiring import build_mesh
 from services.bootstrap.lifecycle import running
 from services.retrieval.config import RetrievalSettings
 from services.retrieval.server import create_retrieval_service
-from services.runtime.jobs import MemoryJobs
 from support import eventually_async, job_finished
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -36,8 +35,7 @@ async def test_ingest_and_reindex_job_spans_link_to_their_requests(embedding_ser
         registry=CollectorRegistry())
     async with running(retrieval):
         settings = GatewaySettings(embedding_target=embedding, retrieval_target=f"127.0.0.1:{retrieval.port}")
-        mesh = build_mesh(settings, cache=LocalLruCache(100))
-        mesh.jobs = mesh.catalog.jobs = MemoryJobs(mesh.catalog.handlers(), tracer_provider=provider)
+        mesh = build_mesh(settings, cache=LocalLruCache(100), tracer_provider=provider)  # no Redis: MemoryJobs
         jobs = await _run_both_jobs(create_app(settings, mesh, tracer_provider=provider), exporter)
     requests = {s.name: s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER}
     for route, (name, span) in jobs.items():

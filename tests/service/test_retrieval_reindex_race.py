@@ -113,7 +113,7 @@ async def new_catalog(stub, name: str) -> pb.CollectionInfo:
 
 async def stored_ids(svc, name: str) -> set[str]:
     """Every document id the catalog's current collection holds (read from the store itself)."""
-    meta = await svc.retriever.meta(name)
+    meta = await svc.retriever.state.meta(name)
     return {d.doc_id for page in svc.retriever.store.scroll_all(meta.collection) for d in page}
 
 
@@ -169,7 +169,7 @@ async def test_write_embedded_before_the_swap_and_stored_after_it_lands_in_the_n
     summary = (await reindex(stub, "race-swap"))[-1].summary  # the whole reindex, swap and drop included
     writing.opened.set()
     assert (await write).upserted == 2
-    assert (await svc.retriever.meta("race-swap")).collection == summary.collection
+    assert (await svc.retriever.state.meta("race-swap")).collection == summary.collection
     assert await stored_ids(svc, "race-swap") == {d[0] for d in [*CATALOG, *NEW_DOCS]}
 
 

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from services.embedding.modelbuild.build import FP32_VS_REFERENCE_MIN, INT8_VS_FP32_MIN, sha256_file
+from services.embedding.modelbuild.accuracy import FP32_VS_REFERENCE_MIN, INT8_VS_FP32_MIN
+from services.embedding.modelbuild.build import sha256_file
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 import pytest
 
-from clients.errors import FieldViolation, InvalidArgument
+from clients.errors import FieldViolation, InvalidArgument, Unavailable
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.vectors.breaker import CircuitBreaker
@@ -116,11 +116,23 @@ async def test_an_expired_request_deadline_is_a_504_before_any_call():
     assert client.embed_calls == []
 
 
-async def test_close_closes_the_client():
+async def test_close_leaves_the_client_to_its_owner():
     client = StandInEmbeddingClient()
     qv = vectors(client)
     await qv.close()
-    assert client.closed
+    assert not client.closed  # the composition root closes each client once
+
+
+async def test_batch_embeddings_go_through_the_breaker_and_an_open_one_is_a_503():
+    client = StandInEmbeddingClient([unavailable(), unavailable()])
+    qv = vectors(client, failures=2)
+    for _ in range(2):
+        with pytest.raises(Unavailable):  # the client's own error passes through to the error table
+            await qv.embed_batch(["책", "여행"], "passage", Deadline(2.0))
+    assert qv.breaker.state == "open"
+    with pytest.raises(ApiError) as refused:
+        await qv.embed_batch(["책"], "passage", Deadline(2.0))
+    assert refused.value.status == 503 and refused.value.body.error.retryable
 
 
 async def test_a_too_short_info_call_does_not_count_against_the_breaker_either():

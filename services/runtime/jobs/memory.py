@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from services.runtime.jobs.base import Handler, JobNotFound, JobRecord, Jobs, LeaseLost, QueueFull, now_ms
+from services.runtime.jobs.base import Handler, Jobs
+from services.runtime.jobs.records import JobNotFound, JobRecord, LeaseLost, QueueFull, now_ms
 
 
 class MemoryJobs(Jobs):

@@ -24,16 +24,8 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from services.runtime.jobs.base import (
-    Handler,
-    JobNotFound,
-    JobRecord,
-    Jobs,
-    JobStoreUnavailable,
-    LeaseLost,
-    QueueFull,
-    now_ms,
-)
+from services.runtime.jobs.base import Handler, Jobs
+from services.runtime.jobs.records import JobNotFound, JobRecord, JobStoreUnavailable, LeaseLost, QueueFull, now_ms
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ from prometheus_client import REGISTRY
 
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.cards import ItemIn
 from services.reasoning.generation import Generator, PriceTable, Timeouts
-from services.reasoning.reasons import ItemIn, ReasonWriter
+from services.reasoning.reasons import ReasonWriter
 
 QUERY = "부모님 결혼기념일 선물"
 ITEMS = [ItemIn("g2", "향초와 디퓨저 세트", "리빙, 은은한 라벤더 향, 39,000원"),

@@ -1,6 +1,6 @@
 import numpy as np
 
-from services.retrieval.hybrid import ScoredDoc, mmr, weighted_fusion
+from services.retrieval.fusion import ScoredDoc, mmr, weighted_fusion
 
 
 def doc(i, score, vec=None):

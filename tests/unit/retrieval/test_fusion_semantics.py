@@ -5,16 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from services.retrieval.hybrid import (
-    AUTO_MODEL,
-    HybridSearcher,
-    ScoredDoc,
-    auto_fusion,
-    dbsf_fusion,
-    fuse,
-    rrf_fusion,
-    weighted_fusion,
-)
+from services.retrieval.fusion import AUTO_MODEL, ScoredDoc, auto_fusion, dbsf_fusion, fuse, rrf_fusion, weighted_fusion
+from services.retrieval.hybrid import HybridSearcher
 from services.retrieval.query import SearchQuery
 
 

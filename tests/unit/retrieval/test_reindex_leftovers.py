@@ -59,13 +59,13 @@ def test_start_removes_every_leftover_and_names_them(engine, tmp_path, analyzer,
     assert set(store.list_collections()) == {live, half_built, never_swapped}
     retriever = Retriever(store, analyzer, UnusedEmbedder(), dim=4)
     try:
-        with caplog.at_level(logging.WARNING, logger="services.retrieval.retriever"):
-            gone = asyncio.run(retriever.drop_leftovers())
+        with caplog.at_level(logging.WARNING, logger="services.retrieval.reindex"):
+            gone = asyncio.run(retriever.reindexer.drop_leftovers())
         assert gone == sorted([half_built, never_swapped])
         lines = [r.getMessage() for r in caplog.records if "left by an interrupted reindex" in r.getMessage()]
         assert len(lines) == 1 and half_built in lines[0] and never_swapped in lines[0]
         assert store.list_collections() == [live] and store.count(live) == 2
-        assert asyncio.run(retriever.drop_leftovers()) == []
+        assert asyncio.run(retriever.reindexer.drop_leftovers()) == []
     finally:
         asyncio.run(retriever.close())
         store.close()
@@ -77,8 +77,8 @@ def test_a_shared_server_is_cleaned_per_catalog_at_its_next_reindex_only(tmp_pat
     store = ClientCatalogStore(open_client(str(tmp_path / "q")), exclusive=False)
     retriever = Retriever(store, analyzer, UnusedEmbedder(), dim=4)
     try:
-        assert asyncio.run(retriever.drop_leftovers()) == []
-        assert asyncio.run(retriever.drop_leftovers("books")) == [half_built]
+        assert asyncio.run(retriever.reindexer.drop_leftovers()) == []
+        assert asyncio.run(retriever.reindexer.drop_leftovers("books")) == [half_built]
         assert set(store.list_collections()) == {live, never_swapped}
     finally:
         asyncio.run(retriever.close())

@@ -1,0 +1,80 @@
+"""The work of ingest and reindex jobs, run on whichever gateway instance took the job.
+
+Ingest and reindex jobs belong to the gateway, not to retrieval: a job is the REST contract's
+orchestration (batches, retries with backoff, a resume point, progress and cancel) over retrieval's
+idempotent streaming writes, so retrieval keeps no queue and can restart at any moment, and the
+gateway's shared Redis store already holds the jobs of every instance. OCR's jobs live in the OCR
+service because their work (reading pages) is that service's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from clients.errors import MeshClientError
+from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, ReindexProgress
+from services.runtime.jobs import Handler, JobContext, JobRecord
+
+
+class CatalogJobs:
+    """The ingest and reindex handlers over the retrieval client."""
+
+    def __init__(self, retrieval: AsyncRetrievalClient) -> None:
+        self.retrieval = retrieval
+
+    def handlers(self) -> dict[str, Handler]:
+        """The job kinds this feature runs."""
+        return {"ingest": self._ingest, "reindex": self._reindex}
+
+    async def _ingest(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any]:
+        """Send the batches not yet acknowledged (a resumed job continues where it stopped)."""
+        work = json.loads(payload)
+        docs = [Document(d["id"], d["text"], d.get("payload") or {}) for d in work["documents"]]
+        size = work["batch_size"]
+        batches = [docs[i:i + size] for i in range(0, len(docs), size)]
+        first = record.resume  # batches before this one were acknowledged by an earlier attempt
+        upserted = record.done
+        try:
+            async for event in self.retrieval.upsert_stream(record.subject, batches[first:]):
+                if isinstance(event, BatchWritten):
+                    index = first + event.sequence
+                    error = await self._retry(record.subject, batches[index]) if event.error else ""
+                    upserted += 0 if error else len(batches[index])
+                    await ctx.progress(done=upserted, resume=index + 1, failed_batch=bool(error),
+                                       error=f"batch {index}: {error}" if error else None)
+        except MeshClientError as err:
+            await ctx.progress(error=f"{err.code.name}: {err.message}")
+        return {"upserted": upserted, "batches": len(batches), "failed_batches": record.failed_batches}
+
+    async def _retry(self, collection: str, batch: list[Document], attempts: int = 4) -> str:
+        """Write a batch the stream refused on its own; returns the final error, or "" once written.
+
+        A retryable refusal (a reindex swapping, the embedding service restarting) is retried with
+        backoff; a permanent one comes back with its named fields.
+        """
+        delay = 0.25
+        for attempt in range(attempts):
+            try:
+                await self.retrieval.upsert(collection, batch, timeout_s=60)
+                return ""
+            except MeshClientError as err:
+                if not err.retryable or attempt == attempts - 1:
+                    return f"{err.code.name}: {err.message}"
+            await asyncio.sleep(delay)
+            delay *= 2
+        return "not written"
+
+    async def _reindex(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
+        """Rebuild and swap (a resumed reindex starts over: the old collection keeps serving until the swap)."""
+        try:
+            async for event in self.retrieval.reindex(record.subject):
+                if isinstance(event, ReindexProgress):
+                    await ctx.progress(done=event.done, total=event.total)
+                else:
+                    return {"previous_collection": event.previous_collection, "collection": event.collection,
+                            "documents": event.documents, "embedding_revision": event.embedding_revision}
+        except MeshClientError as err:
+            await ctx.progress(error=f"{err.code.name}: {err.message}")
+        return None

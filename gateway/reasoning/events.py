@@ -1,0 +1,49 @@
+"""What every LLM feature answers with: usage, SSE framing, error events and cards (no HTTP but the framing)."""
+
+from __future__ import annotations
+
+import json
+
+from clients.errors import MeshClientError
+from clients.reasoning import Reason, Usage
+from gateway.http.errors import ApiError, from_client_error
+from gateway.http.telemetry import note
+from gateway.reasoning import protocol as api
+from gateway.search.protocol import SearchResponse
+
+
+def usage_of(u: Usage) -> api.LlmUsage:
+    """Usage -> REST (and its figures into the request's access line and span)."""
+    note(ttft_ms=round(u.ttft_ns / 1e6, 2), tokens_in=u.prompt_tokens, tokens_out=u.completion_tokens,
+         llm_backend=u.backend, llm_instance=u.instance, tokens_estimated=u.estimated)
+    return api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                        ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
+                        tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,
+                        model=u.model, estimated=u.estimated, instance=u.instance)
+
+
+def sse(event: str, data: dict) -> bytes:
+    """One server-sent event."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def error_event(err: ApiError | MeshClientError) -> bytes:
+    """An ``error`` event with the ErrorBody shape every route uses."""
+    api_err = err if isinstance(err, ApiError) else from_client_error(err)
+    return sse("error", api_err.body.model_dump())
+
+
+def card_list(found: SearchResponse, reasons: dict[str, Reason]) -> list[api.Card]:
+    """Search hits as cards, with their reasons where there are some (a failed card has no text)."""
+    out = []
+    for h in found.hits:
+        r = reasons.get(h.id)
+        out.append(api.Card(id=h.id, score=h.score, text=h.text, payload=h.payload,
+                            reason_short=r.short or None if r else None, reason_long=r.long or None if r else None,
+                            reason_status=r.status if r else None, reason_violations=list(r.violations) if r else []))
+    return out
+
+
+def reason_data(r: Reason) -> dict:
+    """One card's reason as the SSE ``reason`` event's data (and an entry of ``reasons``)."""
+    return {"id": r.item_id, "short": r.short, "long": r.long, "status": r.status, "violations": list(r.violations)}

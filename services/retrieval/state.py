@@ -1,0 +1,167 @@
+"""What every part of the retrieval service shares.
+
+The store, the analyser, the embedder, their threads, catalog metadata, write gates, the writes a
+reindex records and the searches in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, FailedPrecondition
+from services.retrieval.fusion import ScoredDoc
+from services.retrieval.hybrid import HybridSearcher
+from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.retrieval.query import check_name
+from services.retrieval.store import CatalogMeta, CatalogStore
+from services.retrieval.writes import PendingWrites, WriteGate
+
+
+class Embedder(Protocol):
+    """What retrieval needs from the embedding service (implemented over its gRPC client)."""
+
+    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
+        """Vectors and the model revision that made them."""
+        ...
+
+    async def probe(self) -> None:
+        """Return when the embedding service can embed now; raise otherwise (the health monitor's probe)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class EmbeddingUnavailable(DependencyUnavailable):
+    """The embedding service could not embed in time."""
+
+
+# Bulk analysis (ingest, reindex) runs in slices of about this many characters on the analyser's one
+# thread, so a search's query analysis waits behind one slice at most (~10-50 ms of Kiwi), not a batch.
+BULK_SLICE_CHARS = 2000
+# A reindex re-embeds in calls of at most this many texts: a search's query embedding queues behind
+# one such call in the embedding service, not behind a whole batch.
+REINDEX_EMBED_TEXTS = 16
+
+
+def left(until: float | None, default: float) -> float:
+    """Seconds left before ``until`` (``default`` without a deadline); DeadlineExceeded when none are."""
+    if until is None:
+        return default
+    left = until - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the caller's deadline ran out before the work finished; nothing more was done")
+    return min(left, default)
+
+
+@dataclass
+class SearchOutcome:
+    """Hits and how they were obtained."""
+
+    hits: list[ScoredDoc]
+    mode: str
+    degraded: bool
+    fusion: str | None
+    embed_ns: int
+    tokenize_ns: int
+    search_ns: int
+    total_ns: int
+    fusion_reason: str = ""
+
+
+@dataclass
+class UpsertOutcome:
+    """What one batch cost."""
+
+    upserted: int
+    embed_ns: int
+    tokenize_ns: int
+    write_ns: int
+
+
+class CatalogState:
+    """The shared state of the retrieval service's parts (one per process)."""
+
+    def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
+                 k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
+                 default_rrf_k: int = 60, default_dense_weight: float = 0.5) -> None:
+        self.store = store
+        self.analyzer = analyzer
+        self.embedder = embedder
+        self.dim = dim
+        self.k1, self.b = k1, b
+        self.embed_timeout_s = embed_timeout_s
+        self.default_fusion = default_fusion
+        self.default_rrf_k = default_rrf_k
+        self.default_dense_weight = default_dense_weight
+        self.searcher = HybridSearcher(store)
+        self.db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant")
+        self.nlp_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiwi")
+        self.reindexing: set[str] = set()
+        # Per catalog: writes hold its gate shared; a reindex holds it alone to start recording and to swap.
+        self.gates: defaultdict[str, WriteGate] = defaultdict(WriteGate)
+        self.pending: dict[str, PendingWrites] = {}  # writes to replay into a reindex's new collection
+        self.meta_cache: dict[str, CatalogMeta] = {}
+        # Searches in flight per versioned collection: a reindex drops the old collection only
+        # once none still use it (a search may have read the old alias target just before a swap).
+        self.inflight: Counter[str] = Counter()
+
+    async def run_db(self, fn, *args):
+        """Run ``fn`` on the store's one thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.db_thread, fn, *args)
+
+    async def terms(self, texts: list[str]) -> list[list[str]]:
+        """Terms of ``texts`` on the analyser's one thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.nlp_thread, self.analyzer.terms_batch, texts)
+
+    async def meta(self, name: str) -> CatalogMeta:
+        """Catalog metadata (cached; refreshed by writes and reindex)."""
+        check_name(name)
+        if name not in self.meta_cache:
+            self.meta_cache[name] = await self.run_db(self.store.get_meta, name)
+        return self.meta_cache[name]
+
+    def check_analyzer(self, meta: CatalogMeta) -> None:
+        """Refuse a collection tokenised by another analyser."""
+        if meta.analyzer != self.analyzer.info.label():
+            raise FailedPrecondition(f"collection {meta.name!r} was tokenised with {meta.analyzer}; this service "
+                                     f"uses {self.analyzer.info.label()}: reindex it")
+
+    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
+        """Vectors and their revision; :class:`EmbeddingUnavailable` when they cannot be had in time."""
+        try:
+            return await self.embedder.embed(texts, kind, timeout_s)
+        except (DependencyUnavailable, DeadlineExceeded) as exc:
+            raise EmbeddingUnavailable(f"embedding service: {exc.message}") from exc
+
+    async def bulk_terms(self, texts: list[str], until: float | None = None) -> list[list[str]]:
+        """Terms of many texts, in slices of about ``BULK_SLICE_CHARS`` characters.
+
+        A search's query, analysed on the same thread, waits for one slice at most, and the caller's
+        deadline is checked between slices.
+        """
+        out: list[list[str]] = []
+        start = 0
+        while start < len(texts):
+            end, size = start, 0
+            while end < len(texts) and (end == start or size + len(texts[end]) <= BULK_SLICE_CHARS):
+                size += len(texts[end])
+                end += 1
+            left(until, 1.0)
+            out += await self.terms(texts[start:end])
+            start = end
+        return out
+
+    async def close(self) -> None:
+        """Stop the worker threads."""
+        # Queued slices are dropped: SIGTERM waits for the one running, not for a whole request's work.
+        self.db_thread.shutdown(wait=True, cancel_futures=True)
+        self.nlp_thread.shutdown(wait=True, cancel_futures=True)
