@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run ops test test-unit check lint protos openapi model bench faults
+.PHONY: setup run ops test test-fast test-unit check lint protos openapi model bench faults
 PY := .venv/bin/python
 
 setup:
@@ -15,6 +15,10 @@ ops: setup
 
 test: setup check
 	@$(PY) -m pytest tests
+
+# Every test not marked slow (no real LLM, Triton or whole-mesh processes), without the set-up: < 3 min.
+test-fast:
+	@$(PY) -m pytest tests -m "not slow" -q -p no:cacheprovider
 
 # Unit tests only, without the set-up (it assumes .venv, the model files and redis-server exist): < 60 s.
 test-unit:

@@ -89,3 +89,16 @@ def llm_server(tmp_path_factory):
     server = start_llm_server(free_port(), log_path=tmp_path_factory.mktemp("llm") / "llm.log")
     yield server
     server.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark long tests in one place: every real-LLM test ``llm`` and ``slow``, every system test ``slow``.
+
+    ``make test-fast`` (``-m "not slow"``) runs the rest; ``make test`` runs everything.
+    """
+    for item in items:
+        if "llm_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.llm)
+            item.add_marker(pytest.mark.slow)
+        if "/tests/system/" in str(item.fspath):
+            item.add_marker(pytest.mark.slow)

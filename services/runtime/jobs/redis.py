@@ -101,6 +101,7 @@ class RedisJobs(Jobs):
         self._cancel_script = self.redis.register_script(_CANCEL)
         self._beat = self.redis.register_script(_BEAT)
         self._give_up = self.redis.register_script(_GIVE_UP)
+        self._leased = asyncio.Event()  # set by the first beat that reached Redis
 
     def running_list(self, instance: str) -> str:
         """The key of the list of jobs ``instance`` holds."""
@@ -131,6 +132,11 @@ class RedisJobs(Jobs):
             await self._redis(pipe.execute())
 
     async def _take(self) -> str | None:
+        if not self._leased.is_set():  # no job is taken before this instance's lease is in the index
+            try:
+                await asyncio.wait_for(self._leased.wait(), 1.0)
+            except TimeoutError:
+                return None
         raw = await self._redis(self._blocking.blmove(self.queue, self.running, 1, "LEFT", "RIGHT"))
         return None if raw is None else (raw.decode() if isinstance(raw, bytes) else raw)
 
@@ -185,8 +191,7 @@ class RedisJobs(Jobs):
         return int((await self._redis(self.redis.info("memory"))).get("used_memory", 0))
 
     async def start(self) -> None:  # noqa: D102
-        await self.beat()  # the lease exists before the first job is taken
-        self._tasks.append(asyncio.create_task(self._heartbeat()))
+        self._tasks.append(asyncio.create_task(self._heartbeat()))  # beats at once, then every lease_s / 3
         await super().start()
 
     async def beat(self) -> int:
@@ -194,6 +199,7 @@ class RedisJobs(Jobs):
         moved = int(await self._redis(self._beat(keys=[self.leases, self.queue],
                                                  args=[self.prefix, self.instance, now_ms(),
                                                        int(self.lease_s * 1000)])))
+        self._leased.set()
         if moved:
             log.warning("requeued %d %s job(s) of lapsed instances", moved, self.prefix)
         return moved
