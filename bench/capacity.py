@@ -19,7 +19,6 @@ as the gateway writes them (key ``gateway.vectors.cache.cache_key``, float32 byt
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import multiprocessing
 import os
@@ -33,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import machine_info, md_table
+from bench.common import md_table
+from bench.report import write_result
 
 DIM = 384
 FIELDS = {"category": "keyword", "brand": "keyword", "price": "integer", "in_stock": "bool"}
@@ -301,17 +301,11 @@ def mib(b: float) -> str:
 
 def write_report(args: argparse.Namespace, store: dict[str, Any], cache: dict[str, Any]) -> None:
     """Markdown and JSON into ``args.out``."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     per, half = store["per_100k"], store["per_100k_second_half"]
     w, s = store["runs"][str(args.docs)]["write"], store["runs"][str(args.docs)]["serve"]
     disk_rows = [[k, mib(v), mib(half["disk_bytes"].get(k, 0))]
                  for k, v in sorted(per["disk_bytes"].items(), key=lambda kv: -kv[1]) if k != "total"]
     lines = [
-        "# Capacity bench", "",
-        f"Run {now} with `python -m bench.capacity --docs {args.docs} --cached-queries {args.cached_queries}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, {info['os']}, "
-        f"Python {info['python']}",
         f"- Store: Qdrant Edge (embedded, the default engine; `qdrant-edge-py`), {s['docs']:,} synthetic Korean-like "
         f"product documents: random unit {DIM}-dim dense vectors (**the embedding model is not called**: far too "
         "slow for this many documents on two cores, and vectors of the same size cost the same memory), BM25 "
@@ -365,14 +359,9 @@ def write_report(args: argparse.Namespace, store: dict[str, Any], cache: dict[st
                    f"{cache['bytes_per_entry']:.0f}", f"{cache['memory_usage_sample_mean']:.0f}",
                    mib(cache["per_100k_bytes"]), f"{cache['entries_per_gib']:,}"]]), "",
     ]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "capacity.md").write_text(text)
-    (args.out / "capacity.json").write_text(json.dumps(
-        {"when": now, "machine": info, "args": {"docs": args.docs, "cached_queries": args.cached_queries,
-                                                "queries": args.queries},
-         "store": store, "redis": cache}, indent=2, ensure_ascii=False))
-    print(text)
+    print(write_result("capacity", "Capacity bench", lines, {
+        "args": {"docs": args.docs, "cached_queries": args.cached_queries, "queries": args.queries},
+        "store": store, "redis": cache}, out=args.out))
 
 
 def main() -> None:

@@ -7,14 +7,18 @@ import platform
 import re
 import socket
 import subprocess
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from services.runtime.processes import start_process, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 # The benches start the gateway on loopback without API keys; outside such local runs a gateway with no
 # key refuses to start (gateway/__main__.py). Children inherit this; a caller's own setting wins.
@@ -65,6 +69,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def side_by_side(start: Callable[[T], object], items: Sequence[T]) -> None:
+    """``start(item)`` for every item at once, each in its own thread; waits for all, then raises the first error."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        for _ in pool.map(start, items):
+            pass
 
 
 def start_service(module: str, *args: str, timeout_s: float = 120,

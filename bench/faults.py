@@ -19,8 +19,6 @@ parameter here is tuned on data; the targets are the issue's.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import sys
 import tempfile
 import time
@@ -29,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import faults_scenarios as sc
-from bench.common import machine_info, md_table
+from bench.common import ROOT, md_table
 from bench.faults_corpus import tiny_png
 from bench.faults_mesh import FaultMesh
-
-ROOT = Path(__file__).resolve().parent.parent
+from bench.report import command_line, write_result
 
 
 def run_suite(quick: bool, folder: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -148,18 +145,11 @@ def table_rows(f: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def write(figures: dict[str, Any], out: Path, command: str) -> None:
-    """``out``.json and ``out``.md."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    machine = machine_info()
-    doc = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command, "machine": machine,
-           **figures}
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    lines = [
-        "# Fault suite", "",
-        f"Run {doc['date']} with `{command}` ({figures['tier']} tier, {figures['wall_s']} s).", "",
-        f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}, Python {machine['python']}; "
-        "other work was running on the machine at the same time, so latencies are noisy.",
+def write(figures: dict[str, Any], out: Path, command: str) -> str:
+    """``out``.json and ``out``.md; the markdown."""
+    return write_result(out.name, "Fault suite", [
+        f"- {figures['tier'].capitalize()} tier, wall time {figures['wall_s']} s. Other work was running on the "
+        "machine at the same time, so latencies are noisy.",
         "- The mesh as processes on loopback: Redis, embedding (int8, 1 thread), retrieval (embedded Qdrant), OCR "
         "(1 engine), reasoning over a scripted chat stand-in (bench/standin.py), gateway with `--redis-url` and "
         "`--job-lease-s 1.5`. Every load has a fixed count and stops by itself; nothing was tuned.",
@@ -173,8 +163,8 @@ def write(figures: dict[str, Any], out: Path, command: str) -> None:
         "8, a second gateway started, the first killed. 6: 640 searches at c=64, deadline 2 s. Job deadline: "
         f"{sc.JOB_DEADLINE_S:.0f} s.", "",
         md_table(["scenario", "measure", "result", "target", "met"], table_rows(figures)), "",
-        "Details (every status, case names of any 5xx or INTERNAL) are in the JSON next to this file.", ""]
-    out.with_suffix(".md").write_text("\n".join(lines))
+        "Details (every status, case names of any 5xx or INTERNAL) are in the JSON next to this file.", ""],
+        figures, out=out.parent, command=command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -186,9 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
         figures = run_suite(args.quick, Path(tmp), log=lambda m: print(m, file=sys.stderr, flush=True))
-    command = "python -m bench.faults" + (" --quick" if args.quick else "")
-    write(figures, args.out if args.out.is_absolute() else ROOT / args.out, command)
-    print("\n".join(md_table(["scenario", "measure", "result", "target", "met"], table_rows(figures)).splitlines()))
+    write(figures, args.out if args.out.is_absolute() else ROOT / args.out, command_line("bench.faults", argv))
+    print(md_table(["scenario", "measure", "result", "target", "met"], table_rows(figures)))
 
 
 if __name__ == "__main__":

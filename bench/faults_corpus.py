@@ -18,15 +18,12 @@ import io
 import json
 import re
 import struct
-import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from bench.faults_mesh import classify, failure_of
+from bench.load import NOT_SENT, Request, run_load
 
 SCRATCH = "badinput"  # the corpus's own collection; never one another scenario uses
 BAD = "__BAD_VALUE__"
@@ -246,36 +243,36 @@ class CorpusResult:
 
 
 QUIET = ("/healthz", "/readyz", "/metrics")  # counted in metrics, never written to the access log
+CORPUS_LIMIT_S = 900.0  # the whole REST corpus, one case at a time; cases left when it passes are named unsent
 
 
 def run_rest(base: str, cases: list[RestCase], out: CorpusResult, timeout_s: float = 40.0) -> None:
     """Send every case one at a time; count statuses, plain-text 5xx and JSON 500s (with the case named)."""
-    t0 = time.perf_counter()
-    with httpx.Client(base_url=base, timeout=timeout_s) as client:
-        for case in cases:
-            started = time.perf_counter()
-            try:
-                headers = [(k.encode(), v if isinstance(v, bytes) else v.encode()) for k, v in case.headers.items()]
-                resp = client.request(case.method, case.path, content=case.content, headers=headers)
-                outcome = classify(resp, started, t0)
-                resp.close()
-            except httpx.HTTPError as exc:
-                out.rest_statuses[failure_of(exc)] += 1
-                out.rest_plain_5xx.append(f"{case.route} [{case.what}]: no answer ({failure_of(exc)})")
-                continue
-            except Exception as exc:  # noqa: BLE001 - the client itself refused to send it: named, not counted
-                out.rest_unsent.append(f"{case.route} [{case.what}]: {type(exc).__name__}: {exc}")
-                continue
-            out.rest_slowest_s = max(out.rest_slowest_s, outcome.latency_s)
-            out.rest_statuses[outcome.key] += 1
-            if outcome.status is not None and outcome.status >= 500:
-                out.rest_5xx_seen += 1
-                out.rest_5xx_seen_logged_routes += not case.path.startswith(QUIET)
-                named = f"{case.route} [{case.what}] -> {outcome.status}"
-                if not outcome.json_body:
-                    out.rest_plain_5xx.append(named)
-                elif outcome.status == 500:
-                    out.rest_json_500.append(named)
-                else:  # 503/504 in the error body: a dependency or the deadline, answered as documented
-                    out.rest_json_5xx_other.append(named)
+
+    def make(i: int) -> Request:
+        case = cases[i]
+        headers = [(k.encode(), v if isinstance(v, bytes) else v.encode()) for k, v in case.headers.items()]
+        return case.method, case.path, {"content": case.content, "headers": headers}
+
+    load = run_load(base, len(cases), 1, make, timeout_s=timeout_s, time_limit_s=CORPUS_LIMIT_S)
+    for case, outcome in zip(cases, load.outcomes, strict=True):
+        if outcome.failure in ("unsent", NOT_SENT):  # the client refused to send it, or time ran out: named
+            out.rest_unsent.append(f"{case.route} [{case.what}]: {outcome.error or outcome.failure}")
+            continue
+        if outcome.status is None:
+            out.rest_statuses[outcome.failure] += 1
+            out.rest_plain_5xx.append(f"{case.route} [{case.what}]: no answer ({outcome.failure})")
+            continue
+        out.rest_slowest_s = max(out.rest_slowest_s, outcome.latency_s)
+        out.rest_statuses[outcome.key] += 1
+        if outcome.status >= 500:
+            out.rest_5xx_seen += 1
+            out.rest_5xx_seen_logged_routes += not case.path.startswith(QUIET)
+            named = f"{case.route} [{case.what}] -> {outcome.status}"
+            if not outcome.json_body:
+                out.rest_plain_5xx.append(named)
+            elif outcome.status == 500:
+                out.rest_json_500.append(named)
+            else:  # 503/504 in the error body: a dependency or the deadline, answered as documented
+                out.rest_json_5xx_other.append(named)
     out.rest_cases += len(cases)

@@ -1,32 +1,28 @@
-"""The fault suite's mesh and load: every process on loopback, restartable on its port, and bounded REST load.
+"""The fault suite's mesh: every process on loopback, restartable on its port, and what the gateway logged.
 
 :class:`FaultMesh` starts Redis, embedding, retrieval, OCR, reasoning (over the scripted chat stand-in:
 the real LLM answers in seconds on two cores, a fault suite sends hundreds of calls) and the gateway,
 each on a port chosen once, so a process killed or frozen can be started again where its callers look
 for it. The gateway's output is kept (its JSON access lines are what "every 5xx is logged" is checked
-against). :func:`run_load` sends a fixed number of requests at a fixed concurrency and classifies every
-outcome; nothing in it runs past its own time limits.
+against). The load the scenarios put on it comes from :mod:`bench.load`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common import free_port
+from bench.common import free_port, side_by_side
 from bench.standin import ChatStandIn
 from services.runtime.processes import start_process, start_redis, stop_process
 
@@ -100,21 +96,7 @@ class FaultMesh:
     def start_all(self) -> None:
         """Every process, started side by side (ports are fixed up front, so nobody waits for a dependency)."""
         self.start("redis")
-        errors: list[BaseException] = []
-
-        def one(name: str) -> None:
-            try:
-                self.start(name)
-            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=one, args=(n,)) for n in self.SERVICES if n != "redis"]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
+        side_by_side(self.start, [n for n in self.SERVICES if n != "redis"])
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to a process (SIGKILL waits until it is gone)."""
@@ -176,106 +158,6 @@ def request_counts(base: str) -> Counter[int]:
             if sample.name.endswith("_count"):
                 out[int(sample.labels["status"])] += int(sample.value)
     return out
-
-
-@dataclass
-class Outcome:
-    """One request's end: an HTTP status, or how the connection failed (``reset``, ``timeout``, ``refused``)."""
-
-    status: int | None
-    failure: str = ""
-    json_body: bool = False
-    retry_after: bool = False
-    latency_s: float = 0.0
-    started_s: float = 0.0
-    body: Any = None
-    stream_done: bool | None = None  # an SSE answer: whether it ended with its ``done`` event
-
-    @property
-    def key(self) -> str:
-        """The name it is counted under: the status, or the failure."""
-        return str(self.status) if self.status is not None else self.failure
-
-    @property
-    def plain_5xx(self) -> bool:
-        """A 5xx whose body is not JSON (what no error path of ours should ever send)."""
-        return self.status is not None and self.status >= 500 and not self.json_body
-
-
-@dataclass
-class LoadResult:
-    """Every outcome of one bounded load, in the order requests were started."""
-
-    outcomes: list[Outcome] = field(default_factory=list)
-    wall_s: float = 0.0
-
-    def counts(self) -> dict[str, int]:
-        """Outcomes counted by status or failure."""
-        return dict(sorted(Counter(o.key for o in self.outcomes).items()))
-
-    def plain_5xx(self) -> int:
-        """Plain-text (non-JSON) 5xx answers."""
-        return sum(o.plain_5xx for o in self.outcomes)
-
-
-Request = tuple[str, str, dict[str, Any]]  # method, path, httpx keyword arguments
-
-
-def classify(resp: httpx.Response, started: float, t0: float, keep_body: bool = False) -> Outcome:
-    """An :class:`Outcome` of a response."""
-    json_body, body = False, None
-    if "json" in resp.headers.get("content-type", ""):
-        try:
-            body = resp.json()
-            json_body = True
-        except ValueError:
-            pass
-    stream_done = None
-    if "text/event-stream" in resp.headers.get("content-type", ""):
-        stream_done = "event: done" in resp.text
-    return Outcome(resp.status_code, json_body=json_body, retry_after="retry-after" in resp.headers,
-                   latency_s=time.perf_counter() - started, started_s=started - t0,
-                   body=body if keep_body else None, stream_done=stream_done)
-
-
-def failure_of(exc: Exception) -> str:
-    """How a request that got no answer failed."""
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError):
-        return "refused"
-    return "reset"  # the connection closed without an answer (RemoteProtocolError, ReadError, ...)
-
-
-async def _load(base: str, n: int, concurrency: int, make: Callable[[int], Request], rate_per_s: float | None,
-                timeout_s: float, keep_body: bool) -> LoadResult:
-    result = LoadResult(outcomes=[Outcome(None, "not sent") for _ in range(n)])
-    counter = iter(range(n))
-    t0 = time.perf_counter()
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, timeout=timeout_s, limits=limits) as client:
-        async def worker() -> None:
-            for i in counter:
-                if rate_per_s:  # paced: request i starts no earlier than i / rate
-                    await asyncio.sleep(max(0.0, t0 + i / rate_per_s - time.perf_counter()))
-                method, path, kwargs = make(i)
-                started = time.perf_counter()
-                try:
-                    resp = await client.request(method, path, **kwargs)
-                    result.outcomes[i] = classify(resp, started, t0, keep_body)
-                except httpx.HTTPError as exc:
-                    result.outcomes[i] = Outcome(None, failure_of(exc), latency_s=time.perf_counter() - started,
-                                                 started_s=started - t0)
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    result.wall_s = time.perf_counter() - t0
-    return result
-
-
-def run_load(base: str, n: int, concurrency: int, make: Callable[[int], Request], *, rate_per_s: float | None = None,
-             timeout_s: float = 30.0, keep_body: bool = False) -> LoadResult:
-    """Send ``n`` requests (``make(i)``) with ``concurrency`` in flight, optionally paced; every outcome."""
-    return asyncio.run(_load(base, n, concurrency, make, rate_per_s, timeout_s, keep_body))
 
 
 def wait_until(probe: Callable[[], bool], timeout_s: float, every_s: float = 0.1) -> float | None:

@@ -21,7 +21,8 @@ import psutil
 
 from bench import faults_corpus as corpus
 from bench import faults_grpc
-from bench.faults_mesh import QUICK_CHAT, FaultMesh, LoadResult, Request, request_counts, run_load, wait_until
+from bench.faults_mesh import QUICK_CHAT, FaultMesh, request_counts, wait_until
+from bench.load import LoadResult, Request, run_load
 from services.runtime.processes import stop_process
 
 ITEMS = ["무선 이어폰", "캠핑 테이블", "거위털 패딩", "텀블러", "그림 동화책", "데이터 분석 입문서", "여행 가이드북",

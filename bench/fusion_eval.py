@@ -36,7 +36,6 @@ profile only. It writes ``fusion_eval_chunks<N>.{md,json}`` beside the main resu
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import re
@@ -47,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import machine_info, md_table
+from bench.common import md_table
+from bench.report import write_result
 from bench.retrieval import embed_cached
 from services.retrieval.fusion import LEG_CANDIDATES, AutoModel, ScoredDoc, auto_features, auto_fusion
 from services.retrieval.hybrid import HybridSearcher
@@ -377,19 +377,13 @@ def cv_choice(by_set: dict[str, dict[str, np.ndarray]], held: str, base_names: l
 
 def report(args, sets: list[EvalSet], results, models, revision: str, seconds: float) -> None:
     """Tables: every method on every set (default profile), analyser variants, CV, significance."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     profile = PROFILES[-1]
-    chunked = f" --dense-chunks {args.dense_chunks}" if args.dense_chunks else ""
     base_names = [s.name for s in sets if s.name != "merged"]
     by_set = results[profile]
     shown = ["dense", "keyword", "auto", "auto (service model)", "dbsf", "rrf k=60", "weighted 0.2", "weighted 0.5",
              HINDSIGHT]
-    lines = ["# Fusion evaluation", "",
-             f"Run {now} with `python -m bench.fusion_eval --data {args.data}{chunked}` ({seconds / 60:.1f} min).", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; embedding int8 "
-             f"`{revision}` in process; Qdrant Edge in memory; analyser `kiwipiepy` profile `{profile}` "
-             "unless said otherwise; top 10 from 50 candidates per leg.",
+    lines = [f"- {seconds / 60:.1f} min; embedding int8 `{revision}` in process; Qdrant Edge in memory; analyser "
+             f"`kiwipiepy` profile `{profile}` unless said otherwise; top 10 from 50 candidates per leg.",
              "- Sets: " + "; ".join(f"`{s.name}` {len(s.passages)} passages, {len(s.queries)} queries"
                                     for s in sets) + ".",
              "- What is tuned where: `auto` is a logistic combiner (three per-query features: keyword strength, "
@@ -447,19 +441,14 @@ def report(args, sets: list[EvalSet], results, models, revision: str, seconds: f
               md_table(["profile", "fitted without", "mean", "scale", "coef", "bias"],
                        [[prof, name if name != "merged" else "— (all three base sets)", str(m.mean), str(m.scale),
                          str(m.coef), f"{m.bias:g}"] for prof, by in models.items() for name, m in by.items()]), ""]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = f"fusion_eval_chunks{args.dense_chunks}" if args.dense_chunks else "fusion_eval"
-    (args.out / f"{stem}.md").write_text(text, encoding="utf-8")
-    (args.out / f"{stem}.json").write_text(json.dumps({
-        "when": now, "machine": info, "revision": revision,
+    print(write_result(stem, "Fusion evaluation", lines, {
+        "revision": revision,
         "sets": {s.name: {"passages": len(s.passages), "queries": len(s.queries)} for s in sets},
         "mean": {prof: {name: {m: v.mean(axis=0).round(4).tolist() for m, v in r.items()}
                         for name, r in by.items()} for prof, by in results.items()},
         "paired": sig_json,
-        "models": {prof: {name: vars(m) for name, m in by.items()} for prof, by in models.items()}},
-        indent=1, ensure_ascii=False), encoding="utf-8")
-    print(text)
+        "models": {prof: {name: vars(m) for name, m in by.items()} for prof, by in models.items()}}, out=args.out))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import random
 import shutil
@@ -28,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
-from bench.common import LatencyStats, free_port, machine_info, md_table, start_service, stop_service
+from bench.common import LatencyStats, free_port, md_table, start_service, stop_service
+from bench.load import Request, run_load
+from bench.report import write_result
 from bench.retrieval import synthetic_catalog
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.runtime.models import current_model_dir
@@ -50,41 +50,24 @@ def queries(n: int, seed: int) -> list[str]:
     return sorted(out)
 
 
-async def load(base: str | list[str], texts: list[str], concurrency: int) -> tuple[LatencyStats, float, int, dict]:
-    """Send every text once with ``concurrency`` in flight; latency stats, req/s, non-2xx, modes.
+def search_load(base: str | list[str], texts: list[str], concurrency: int) -> tuple[LatencyStats, float, int, dict]:
+    """Search every text once with ``concurrency`` in flight; latency stats, req/s, non-200, modes.
 
-    With several bases (gateway processes) the workers are spread over them evenly.
+    With several bases (gateway processes) the requests are spread over them evenly.
     """
-    bases = [base] if isinstance(base, str) else base
-    lat: list[float] = []
-    embed_ms: list[float] = []
-    errors = 0
-    modes: dict[str, float] = {}
-    it = iter(texts)
-    clients = [httpx.AsyncClient(base_url=b, timeout=30, limits=httpx.Limits(max_connections=concurrency))
-               for b in bases]
-    try:
-        async def worker(http: httpx.AsyncClient) -> None:
-            nonlocal errors
-            for text in it:
-                t = time.perf_counter()
-                r = await http.post("/v1/search", json={"collection": "bench", "query": text, "top_k": 10})
-                lat.append(time.perf_counter() - t)
-                if r.status_code != 200:
-                    errors += 1
-                else:
-                    mode = r.json()["mode"] + (" (degraded)" if r.json()["degraded"] else "")
-                    embed_ms.append(r.json()["timings"]["embed_ms"])
-                    modes[mode] = modes.get(mode, 0) + 1
+    def make(i: int) -> Request:
+        return "POST", "/v1/search", {"json": {"collection": "bench", "query": texts[i], "top_k": 10}}
 
-        start = time.perf_counter()
-        await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(concurrency)))
-        wall = time.perf_counter() - start
-    finally:
-        for c in clients:
-            await c.aclose()
+    result = run_load(base, len(texts), concurrency, make, keep_body=True)
+    modes: dict[str, float] = {}
+    embed_ms: list[float] = []
+    for o in result.outcomes:
+        if o.status == 200:
+            mode = o.body["mode"] + (" (degraded)" if o.body["degraded"] else "")
+            modes[mode] = modes.get(mode, 0) + 1
+            embed_ms.append(o.body["timings"]["embed_ms"])
     modes["embed stage p50 ms"] = round(float(np.median(embed_ms)), 2) if embed_ms else 0
-    return LatencyStats.of(lat), len(texts) / wall, errors, modes
+    return LatencyStats.of(result.latencies()), result.per_s(), len(texts) - len(result.latencies(200)), modes
 
 
 def embed_floor(model_dir: Path, emb_port: int, texts: list[str]) -> dict[str, LatencyStats]:
@@ -160,12 +143,12 @@ def main() -> None:
                                     "--retrieval-target", f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000")
         procs.append(gw)
         base = f"http://127.0.0.1:{gw_port}"
-        asyncio.run(load(base, queries(30, 99), 2))  # warm-up, excluded
+        search_load(base, queries(30, 99), 2)  # warm-up, excluded
         floor = embed_floor(model_dir, emb_port, queries(args.requests + 20, seed=500))
         for i, c in enumerate(args.concurrency):
             texts = queries(args.requests, seed=i)
             for label in ("cold", "warm"):
-                stats, rps, errors, modes = asyncio.run(load(base, texts, c))
+                stats, rps, errors, modes = search_load(base, texts, c)
                 measured[(c, label)] = (stats, rps, float(modes["embed stage p50 ms"]))
                 rows.append([str(c), label, f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}", str(errors),
                              ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
@@ -178,7 +161,7 @@ def main() -> None:
             stop_service(emb)
             procs.remove(emb)
             for c in (1, 8):
-                stats, rps, errors, modes = asyncio.run(load(base, queries(args.requests, seed=100 + c), c))
+                stats, rps, errors, modes = search_load(base, queries(args.requests, seed=100 + c), c)
                 rows.append([str(c), "embedding down", f"{stats.p50:.1f}", f"{stats.p95:.1f}", f"{rps:.1f}",
                              str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
                 print(f"[bench] c={c} degraded: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, {rps:.1f} req/s",
@@ -204,7 +187,7 @@ def target_rounds(base: str, model_dir: Path, emb_port: int, n: int, requests: i
         for c in (1, 8):
             texts = queries(requests, seed=2000 + 10 * r + c)
             for label in ("cold", "warm"):
-                stats, rps, _, _ = asyncio.run(load(base, texts, c))
+                stats, rps, _, _ = search_load(base, texts, c)
                 got[f"c={c} {label} p50 ms"] = stats.p50
                 got[f"c={c} {label} req/s"] = rps
         got["c=1 bound ms"] = got["in-process embedding p50 ms"] + got["c=1 warm p50 ms"] + 1.5
@@ -229,11 +212,11 @@ def shared_redis_rows(emb_port: int, ret_port: int, procs: list, requests: int) 
                                       "10000", "--redis-url", f"redis://127.0.0.1:{redis_port}/0")
         procs.append(gwn)
         both.append(f"http://127.0.0.1:{gwn_port}")
-    asyncio.run(load(both, queries(30, 98), 2))
+    search_load(both, queries(30, 98), 2)
     for c in (8, 16):
         texts = queries(requests, seed=200 + c)
         for label in ("cold", "warm"):
-            stats, rps, errors, modes = asyncio.run(load(both, texts, c))
+            stats, rps, errors, modes = search_load(both, texts, c)
             rows.append([f"{c} (2 gateways, shared Redis)", label, f"{stats.p50:.1f}", f"{stats.p95:.1f}",
                          f"{rps:.1f}", str(errors), ", ".join(f"{k} {v}" for k, v in sorted(modes.items()))])
             print(f"[bench] 2 gateways c={c} {label}: p50 {stats.p50:.1f} p95 {stats.p95:.1f} ms, "
@@ -245,16 +228,8 @@ def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
                  measured: dict[tuple[int, str], tuple[LatencyStats, float, float]],
                  floor: dict[str, LatencyStats] | None, rounds: list[dict[str, float]]) -> None:
     """bench/results/gateway.md (+ .json): the table, the embedding floor and the issue-16 targets."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    command = (f"python -m bench.gateway --docs {args.docs} --requests {args.requests} --concurrency "
-               + " ".join(map(str, args.concurrency)) + (" --skip-shared-redis" if args.skip_shared_redis else "")
-               + (" --skip-degraded" if args.skip_degraded else "") + f" --target-rounds {args.target_rounds}")
     lines = [
-        "# Gateway bench", "",
-        f"Run {now} with `{command}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}."
-        " Shared with other work while it ran: read the ratios, not the absolute values.",
+        "- Shared with other work while it ran: read the ratios, not the absolute values.",
         f"- Mesh as processes: embedding (ORT int8, revision `{revision}`), retrieval (Qdrant Edge, {args.docs:,} "
         "synthetic Korean documents), gateway (one uvicorn worker, in-process LRU cache). The load generator "
         "(httpx, asyncio) runs on the same two cores.",
@@ -311,17 +286,13 @@ def write_report(args: argparse.Namespace, revision: str, rows: list[list[str]],
                        "yes" if med["c=1 cold p50 ms"] <= med["c=1 bound ms"] else "**no**"],
                       ["/search c=8 cold throughput ≥ 70 % of warm", f"{med['c=8 cold/warm'] * 100:.1f} %",
                        f"{above} of {len(rounds)}", "yes" if med["c=8 cold/warm"] >= 0.7 else "**no**"]]), ""]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gateway.md").write_text(text)
-    (args.out / "gateway.json").write_text(json.dumps({
-        "when": now, "machine": info, "revision": revision, "command": command,
+    print(write_result("gateway", "Gateway bench", lines, {
+        "revision": revision,
         "rows": [{"concurrency": r[0], "cache": r[1], "p50_ms": float(r[2]), "p95_ms": float(r[3]),
                   "req_s": float(r[4]), "non_200": int(r[5]), "notes": r[6]} for r in rows],
         "embedding_floor": floor and {k: {"p50_ms": v.p50, "p95_ms": v.p95, "n": v.n} for k, v in floor.items()},
         "targets": targets, "target_rounds": rounds,
-    }, indent=2, ensure_ascii=False))
-    print(text)
+    }, out=args.out))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -41,17 +40,17 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from bench.common import free_port, machine_info, md_table
+from bench.common import ROOT, free_port, md_table, side_by_side
+from bench.load import run_load
+from bench.report import command_line, write_result
 from services.runtime.processes import start_process, start_redis, stop_process
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE_A = "benchjobs"
 GATEWAY_NAMESPACE = "gateway"  # the namespace gateway/wiring.py gives its RedisJobs
 JOB_LOGGER = "services.runtime.jobs.base"
@@ -297,22 +296,12 @@ class Gateways:
                 str(self.workers), "--log-level", "INFO"]
         self.gateways = [None] * self.n
         self.urls = [""] * self.n
-        errors: list[BaseException] = []
 
         def one(k: int) -> None:
-            try:
-                proc, port = start_process("gateway", "--port", "0", *args, echo=self.lines[k].append)
-                self.gateways[k], self.urls[k] = proc, f"http://127.0.0.1:{port}"
-            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
-                errors.append(exc)
+            proc, port = start_process("gateway", "--port", "0", *args, echo=self.lines[k].append)
+            self.gateways[k], self.urls[k] = proc, f"http://127.0.0.1:{port}"
 
-        threads = [threading.Thread(target=one, args=(k,)) for k in range(self.n)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
+        side_by_side(one, range(self.n))
         took["gateways_s"] = round(time.perf_counter() - t, 1)
         return took
 
@@ -378,18 +367,15 @@ def part_b(folder: Path, *, gateways: int, jobs: int, docs_per_job: int, batch_s
         bodies = [{"documents": [korean_doc(j, i) for i in range(docs_per_job)], "batch_size": batch_size}
                   for j in range(jobs)]
 
-        def submit(j: int) -> tuple[int, int, dict[str, Any]]:
-            k = j % gateways
-            with httpx.Client(base_url=mesh.urls[k], timeout=30) as http:
-                resp = http.post(f"/v1/collections/{name}/documents", json=bodies[j])
-                return j, k, {"status": resp.status_code, **(resp.json() if resp.status_code == 202 else
-                                                              {"body": resp.text[:300]})}
-
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=min(jobs, 16)) as pool:
-            submitted = list(pool.map(submit, range(jobs)))
+        # request j goes to gateway j % gateways (round-robin)
+        load = run_load(mesh.urls, jobs, min(jobs, 16), lambda j: (
+            "POST", f"/v1/collections/{name}/documents", {"json": bodies[j]}), keep_body=True)
+        submitted = [(j, j % gateways, {"status": o.key, **(o.body if o.status == 202 else
+                                                            {"body": str(o.body or o.failure)[:300]})})
+                     for j, o in enumerate(load.outcomes)]
         out["submit_s"] = round(time.perf_counter() - t0, 1)
-        ids = {j: s["id"] for j, k, s in submitted if s["status"] == 202}
+        ids = {j: s["id"] for j, k, s in submitted if s["status"] == "202"}
         out["submitted_via"] = dict(Counter(str(k) for _j, k, _s in submitted))
         out["submit_statuses"] = dict(Counter(str(s["status"]) for _j, _k, s in submitted))
         log(f"(b) {len(ids)} jobs accepted in {out['submit_s']} s")
@@ -547,19 +533,12 @@ def rows(f: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def write(figures: dict[str, Any], out: Path, command: str) -> None:
-    """``out``.json and ``out``.md."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    machine = machine_info()
-    doc = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "command": command, "machine": machine,
-           **figures}
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+def write(figures: dict[str, Any], out: Path, command: str) -> str:
+    """``out``.json and ``out``.md; the markdown."""
     a, b = figures.get("a", {}), figures.get("b", {})
     lines = [
-        "# Job store: orphan checks in a full database, a gateway killed under concurrent ingest", "",
-        f"Run {doc['date']} with `{command}` ({figures['wall_s']} s).", "",
-        f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}, {machine['os']}, Python "
-        f"{machine['python']}; other work was running on the machine at the same time, so times are noisy.",
+        f"- Wall time {figures['wall_s']} s. Other work was running on the machine at the same time, so times are "
+        "noisy.",
         "- (a) `RedisJobs` instances in the bench process on a fresh redis-server (loopback, no persistence); one "
         "cycle = one `RedisJobs.beat()` of one of three live instances. Commands counted with MONITOR (top level; "
         "`client_type == \"lua\"` apart) and with the `INFO commandstats` delta (which counts the script's own "
@@ -578,7 +557,8 @@ def write(figures: dict[str, Any], out: Path, command: str) -> None:
         md_table(["part / figure", "measure", "result", "target", "met"], rows(figures)), "",
         "Every figure (commands by name, per-job fences, warnings with timestamps) is in the JSON next to this file.",
         ""]
-    out.with_suffix(".md").write_text("\n".join(lines))
+    return write_result(out.name, "Job store: orphan checks in a full database, a gateway killed under concurrent "
+                        "ingest", lines, figures, out=out.parent, command=command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -619,8 +599,7 @@ def main(argv: list[str] | None = None) -> None:
             except Exception as exc:  # noqa: BLE001
                 figures["b"] = {"error": f"{type(exc).__name__}: {exc}"}
     figures["wall_s"] = round(time.perf_counter() - t0, 1)
-    command = "python -m bench.jobs_store" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
-    write(figures, args.out if args.out.is_absolute() else ROOT / args.out, command)
+    write(figures, args.out if args.out.is_absolute() else ROOT / args.out, command_line("bench.jobs_store", argv))
     print(md_table(["part / figure", "measure", "result", "target", "met"], rows(figures)))
 
 

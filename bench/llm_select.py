@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import re
 import statistics
@@ -47,7 +46,8 @@ from pathlib import Path
 import psutil
 from prometheus_client import CollectorRegistry
 
-from bench.common import free_port, machine_info, md_table
+from bench.common import free_port, md_table
+from bench.report import write_result
 from clients.errors import MeshClientError
 from clients.reasoning import AsyncReasoningClient, Delta, Done, Item, Options, Timeouts
 from infra.llm.fetch import DEFAULT_MODEL, MODELS, model_path
@@ -429,15 +429,11 @@ def checks_section(chosen: float, grid: list[dict], evaluation: dict) -> list[st
 
 def write_prompts(out: dict[str, dict], args: argparse.Namespace) -> None:
     """The prompt comparison as llm_prompts.md / .json."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = [[label, f"{r['rubric']['first_answer_passing']:.0%}", f"{r['rubric']['cards_passing']:.0%}",
              f"{r['rubric']['json_valid']:.0%}", ", ".join(f"{k} {v}" for k, v in r["violations"].items() if v) or "-",
              f"{r['reasons_p50_s']:.1f}", f"{r['completion_tokens_p50']:.0f}",
              f"{statistics.median(r['prompt_tokens']):.0f}"] for label, r in out.items()]
-    lines = ["# Reasons prompt: legacy vs current", "", f"Run {now} with `python -m bench.llm_select --prompts "
-             f"--queries {args.queries}` on `{DEFAULT_MODEL}`.", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores, shared with other work during the run.",
+    lines = [f"- Model `{DEFAULT_MODEL}`; the machine was shared with other work during the run.",
              "- Same server, same checks and regeneration, same schema caps; the two prompts alternate query by "
              "query, so neither finds its own prefix cached (production keeps the current prompt's system "
              "message and example cached across calls).", "",
@@ -449,11 +445,8 @@ def write_prompts(out: dict[str, dict], args: argparse.Namespace) -> None:
             f"- {c['query']} · {c['id']} · {c['status']}: "
             + (f"{c.get('short', '')} / {c.get('long', '')}" if c["status"] != "failed"
                else f"(failed: {', '.join(c['violations'])})") for c in r["cards"]] + [""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "llm_prompts.md").write_text("\n".join(lines))
-    (args.out / "llm_prompts.json").write_text(json.dumps({"run": now, "machine": info, "model": DEFAULT_MODEL,
-                                                           **out}, ensure_ascii=False, indent=1, default=str))
-    print("\n".join(lines))
+    print(write_result("llm_prompts", "Reasons prompt: legacy vs current", lines, {"model": DEFAULT_MODEL, **out},
+                       out=args.out))
 
 
 def main() -> None:
@@ -496,8 +489,6 @@ def main() -> None:
 def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dict, chosen: float,
                     grid: list[dict], evaluation: dict, args: argparse.Namespace) -> None:
     """The ranked table, the survey, the checks and every answer, as llm_select.md / .json."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     ranked = rank(results) if results else []
     rows = []
     for name, score, _parts in ranked:
@@ -513,10 +504,8 @@ def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dic
     survey_rows = [[f"`{s['model']}`", s["packages"], s["size"], s["licence"], s["korean"],
                     "measured" if s["model"] in results else s.get("not_run", skipped.get(s["model"], "not run"))]
                    for s in SURVEY]
-    lines = ["# Model selection (embedded LLM)", "", f"Run {now} with `python -m bench.llm_select "
-             f"--queries {args.queries}`.", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}; shared with "
-             "other work during the run (absolute times are noisy; the ranking uses one run's figures).",
+    lines = ["- The machine was shared with other work during the run (absolute times are noisy; the ranking uses one "
+             "run's figures).",
              "- Set: `bench/data/reasoning_set.json` (written for the project): "
              f"{args.queries} reason queries of 3 items, one of 5 items for latency, "
              f"{len(data['chat'])} chat turns, {len(data['summaries'])} summary.",
@@ -539,15 +528,12 @@ def write_selection(results: dict[str, dict], skipped: dict[str, str], data: dic
             lines.append(f"- {c['query']} · {c['id']} · {c['status']}: {text}")
         lines += [""] + [f"- chat: **{c['message']}** → {c['answer'].strip()}" for c in r["chat"]]
         lines += [f"- summary → {s['summary']}" for s in r["summaries"]] + [""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "llm_select.md").write_text("\n".join(lines))
-    (args.out / "llm_select.json").write_text(json.dumps(
-        {"run": now, "machine": info, "weights": WEIGHTS, "grader": "rubric", "queries": args.queries,
-         "checks": {"copy_containment": chosen, "tune_grid": grid, "eval": evaluation},
-         "ranking": [{"model": n, "score": s, "normalised": p, "eligible": eligible(results[n])}
-                     for n, s, p in ranked],
-         "results": results, "survey": SURVEY, "skipped": skipped}, ensure_ascii=False, indent=1, default=str))
-    print("\n".join(lines[:16]), flush=True)
+    text = write_result("llm_select", "Model selection (embedded LLM)", lines, {
+        "weights": WEIGHTS, "grader": "rubric", "queries": args.queries,
+        "checks": {"copy_containment": chosen, "tune_grid": grid, "eval": evaluation},
+        "ranking": [{"model": n, "score": s, "normalised": p, "eligible": eligible(results[n])} for n, s, p in ranked],
+        "results": results, "survey": SURVEY, "skipped": skipped}, out=args.out)
+    print("\n".join(text.splitlines()[:22]), flush=True)
 
 
 if __name__ == "__main__":

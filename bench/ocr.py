@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
 import statistics
 import time
 from pathlib import Path
 
 import tesserocr
 
-from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from bench.common import LatencyStats, md_table, start_service, stop_service
 from bench.ocr_set import CATEGORIES, build_set, cer
+from bench.report import write_result
 from clients.ocr import AsyncOcrClient
 from services.ocr.engine import TesseractPool
 from services.ocr.enhance import Prepared, flatten
@@ -98,8 +97,6 @@ def _fmt(x) -> str:
 
 def write_report(args, samples, svc: dict, plain: dict) -> None:
     """Markdown and JSON into bench/results/."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows, lat_rows = [], []
     for cat in [*CATEGORIES, "all"]:
         pick = [n for n, r in svc.items() if cat == "all" or r["category"] == cat]
@@ -114,10 +111,7 @@ def write_report(args, samples, svc: dict, plain: dict) -> None:
     det_all = detector(list(svc.values()) + list(plain.values()))
     reasons = sorted({r["fallback_reason"] for r in svc.values() if r["fallback_reason"]})
     lines = [
-        "# OCR bench (report split)", "",
-        f"Run {now} with `python -m bench.ocr --per-category {args.per_category} --rounds {args.rounds}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}; "
-        "other work was running on the machine, so absolute times are noisy; the ratio is from the same run.",
+        "- Other work was running on the machine, so absolute times are noisy; the ratio is from the same run.",
         f"- Set: the **report** split of bench/ocr_set.py, {len(samples)} generated pages, {args.per_category} per "
         "category, Nanum fonts, text written for the project. Defaults (line height 48; pages needing neither "
         "inversion nor line scaling also read as uploaded, the better reading kept by confidence − 100 × "
@@ -143,14 +137,9 @@ def write_report(args, samples, svc: dict, plain: dict) -> None:
              str(det_all["caught"]), _fmt(det_all["recall"]), _fmt(det_all["precision"])]]), "",
         f"Reasons the service gave: {', '.join(reasons) or 'none'}.", "",
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ocr.md").write_text("\n".join(lines))
-    (args.out / "ocr.json").write_text(json.dumps({"run": now, "machine": info, "split": "report",
-                                                  "service": svc, "plain": plain,
-                                                  "detector": {"service": det_svc, "plain": det_plain,
-                                                               "both": det_all}},
-                                                 ensure_ascii=False, indent=1))
-    print("\n".join(lines))
+    print(write_result("ocr", "OCR bench (report split)", lines, {
+        "split": "report", "service": svc, "plain": plain,
+        "detector": {"service": det_svc, "plain": det_plain, "both": det_all}}, out=args.out))
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import statistics
 import tempfile
@@ -38,7 +37,9 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import free_port, machine_info, md_table, start_service, stop_service
+from bench.common import free_port, md_table, start_service, stop_service
+from bench.load import Request, arun_load
+from bench.report import RunHeader, render, write_result
 from bench.standin import ChatStandIn
 from clients.reasoning import (
     AsyncReasoningClient,
@@ -72,6 +73,7 @@ STREAM_QUERIES = ["요리를 좋아하는 어머니 생신 선물", "집들이 �
 MAX_TOKENS = 24
 LONG = Timeouts(first_token_s=300, generation_s=300, total_s=600)
 PARTS = ("paths", "overhead", "prefix", "reasons", "stream", "concurrent")
+TITLE = "Reasoning bench"
 
 
 def median(xs: list[float]) -> float:
@@ -239,18 +241,21 @@ async def streamed_reasons(client: AsyncReasoningClient, rounds: int) -> dict:
 
 async def concurrent(gw: str, n: int = 16) -> dict:
     """Part 5: n SSE chat streams at once through the gateway."""
-    async with httpx.AsyncClient(timeout=900) as http:
-        start = time.perf_counter()
-        results = await asyncio.gather(*[via_gateway(http, gw, f"[c{i}] {PROMPTS[i % len(PROMPTS)]}", f"conc-{i}")
-                                         for i in range(n)], return_exceptions=True)
-        wall = time.perf_counter() - start
-    ok = [r for r in results if not isinstance(r, BaseException)]
-    return {"streams": n, "raised": n - len(ok), "done": sum(r[3] == "done" for r in ok),
-            "deltas_min": min((r[2] for r in ok), default=0), "deltas_max": max((r[2] for r in ok), default=0),
-            "error_events": sum(r[3] == "error" for r in ok), "unterminated": sum(r[3] not in ("done", "error")
-                                                                                for r in ok),
-            "ttft_p50_s": median([r[0] for r in ok]), "ttft_max_s": max((r[0] for r in ok), default=0.0),
-            "wall_s": wall}
+    def make(i: int) -> Request:
+        return "POST", "/v1/chat", {"json": {"session_id": f"conc-{i}", "system": SYSTEM, "message":
+                                             f"[c{i}] {PROMPTS[i % len(PROMPTS)]}", "max_tokens": MAX_TOKENS,
+                                             "temperature": 0}}
+
+    load = await arun_load(gw, n, n, make, timeout_s=900, time_limit_s=60)
+    streams = [o for o in load.outcomes if o.status is not None]
+    last = [o.events[-1][0] if o.events else "" for o in streams]
+    deltas = [sum(name == "delta" for name, _ in o.events or []) for o in streams]
+    ttft = [o.first_event_s("delta") or 0.0 for o in streams]
+    return {"streams": n, "raised": n - len(streams), "done": last.count("done"),
+            "deltas_min": min(deltas, default=0), "deltas_max": max(deltas, default=0),
+            "error_events": last.count("error"), "unterminated": sum(x not in ("done", "error") for x in last),
+            "ttft_p50_s": median(ttft), "ttft_max_s": max(ttft, default=0.0), "wall_s": load.wall_s,
+            "outcomes": load.counts()}
 
 
 async def overhead(rounds: int) -> dict:
@@ -305,17 +310,10 @@ async def run(args) -> dict:
     return out
 
 
-def report_lines(args, res: dict) -> list[str]:
-    """The markdown report of the parts that ran."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def report_lines(res: dict) -> list[str]:
+    """The markdown body of the parts that ran."""
     model = MODELS[DEFAULT_MODEL]
-    command = f"python -m bench.reasoning --rounds {args.rounds} --overhead-rounds {args.overhead_rounds} " \
-        f"--stream-rounds {args.stream_rounds}" + ("" if set(args.parts) == set(PARTS) else
-                                                  f" --parts {','.join(args.parts)}")
     lines = [
-        "# Reasoning bench", "", f"Run {now} with `{command}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
         f"- LLM: `{model.name}` ({model.upstream}, GGUF Q4_K_M, {model.size / 1e9:.2f} GB) on llama.cpp's own "
         "llama-server, 2 threads, n_ctx 4096; the reasoning service and a gateway as processes, the "
         "service called through its typed client.", ""]
@@ -390,16 +388,12 @@ def report_lines(args, res: dict) -> list[str]:
 
 def write_report(args, res: dict) -> None:
     """Print the report; a run of every part also writes it as markdown and JSON into ``--out``."""
-    lines = report_lines(args, res)
-    print("\n".join(lines))
+    lines = report_lines(res)
     if set(args.parts) != set(PARTS):
+        print(render(TITLE, lines, RunHeader.collect()))
         print(f"(--parts {','.join(args.parts)}: {args.out} left as it was)")
         return
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "reasoning.md").write_text("\n".join(lines))
-    (args.out / "reasoning.json").write_text(json.dumps({"run": now, "machine": machine_info(), **res}, indent=1,
-                                                        ensure_ascii=False))
+    print(write_result("reasoning", TITLE, lines, res, out=args.out))
 
 
 def main() -> None:

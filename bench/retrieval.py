@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import hashlib
 import json
 import math
@@ -29,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from bench.common import LatencyStats, md_table, start_service, stop_service
+from bench.report import write_result
 from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, Mode, QueryVector
 from services.embedding.batcher import encode_grouped
 from services.embedding.engine.onnx import OnnxRuntimeEngine
@@ -332,23 +332,15 @@ def ingest_split(data: Path, model_dir: Path, revision: str, n_docs: int = 256,
 
 def write_ingest_split(args, rows: list[dict[str, Any]], revision: str) -> None:
     """bench/results/retrieval_ingest.{md,json}."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = [[r["passages"], r["analysis"], f"{r['docs_per_s']:.1f}",
               *(f"{r[k + '_share'] * 100:.0f} %" for k in ("embed", "analysis", "bm25", "write"))] for r in rows]
-    text = "\n".join([
-        "# Retrieval-side ingest split", "",
-        f"Run {now} with `python -m bench.retrieval --data {args.data} --ingest-split`, in process: int8 "
-        f"embedding `{revision}` (batch 64, the embedding service's share), the service's analyser "
-        f"(`{KoreanAnalyzer().info.label()}`), BM25, Qdrant Edge in memory. Machine: {info['cpu']}, "
-        f"{info['cores']} cores. Shares are of the wall time; with overlap, `analysis` is only what it adds "
-        "after embedding ends. Both variants were measured one after the other in the same run.", "",
-        md_table(["passages", "analysis", "docs/s", "embedding", "analysis", "BM25", "Qdrant write"], table), ""])
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "retrieval_ingest.md").write_text(text)
-    (args.out / "retrieval_ingest.json").write_text(json.dumps({"when": now, "machine": info, "rows": rows},
-                                                               indent=2, ensure_ascii=False))
-    print(text)
+    print(write_result("retrieval_ingest", "Retrieval-side ingest split", [
+        f"In process: int8 embedding `{revision}` (batch 64, the embedding service's share), the service's analyser "
+        f"(`{KoreanAnalyzer().info.label()}`), BM25, Qdrant Edge in memory. Shares are of the wall time; with "
+        "overlap, `analysis` is only what it adds after embedding ends. Both variants were measured one after the "
+        "other in the same run.", "",
+        md_table(["passages", "analysis", "docs/s", "embedding", "analysis", "BM25", "Qdrant write"], table), ""],
+        {"rows": rows}, out=args.out))
 
 
 def main() -> None:
@@ -391,14 +383,7 @@ def main() -> None:
 
 def write_report(args, quality_rows, latency, ingest_figures, revision) -> None:
     """Markdown and JSON into bench/results/."""
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["# Retrieval bench", "",
-             f"Run {now} with `python -m bench.retrieval --data {args.data} --sizes "
-             f"{' '.join(map(str, args.sizes))} --queries {args.queries}`.", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python "
-             f"{info['python']}",
-             f"- Embedding: int8 model revision `{revision}`; quality and ingest on Qdrant Edge (embedded).", ""]
+    lines = [f"- Embedding: int8 model revision `{revision}`; quality and ingest on Qdrant Edge (embedded).", ""]
     if quality_rows:
         lines += ["## Quality on autorag-ko (720 pages, 114 questions)", "",
                   "Keyword rows use the analyser named; hybrid rows fuse that keyword leg with the dense leg. "
@@ -423,14 +408,8 @@ def write_report(args, quality_rows, latency, ingest_figures, revision) -> None:
               md_table(["docs/s", "embedding share", "tokenisation share", "Qdrant write share"],
                        [[f"{f['docs_per_s']:.1f}", f"{f['embed'] * 100:.0f} %", f"{f['tokenize'] * 100:.0f} %",
                          f"{f['write'] * 100:.0f} %"]]), ""]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "retrieval.md").write_text(text)
-    (args.out / "retrieval.json").write_text(json.dumps({
-        "when": now, "machine": info, "quality": quality_rows,
-        "latency": {k: {m: vars(st) for m, st in v.items()} for k, v in latency.items()},
-        "ingest": ingest_figures}, indent=2, ensure_ascii=False))
-    print(text)
+    print(write_result("retrieval", "Retrieval bench", lines, {
+        "quality": quality_rows, "latency": latency, "ingest": ingest_figures}, out=args.out))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
 import tempfile
@@ -25,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import LatencyStats, machine_info, md_table, start_service, stop_service
+from bench.common import ROOT, LatencyStats, md_table, start_service, stop_service
+from bench.report import write_result
 from clients.retrieval import AsyncRetrievalClient, Document, ReindexSummary
 
-ROOT = Path(__file__).resolve().parent.parent
 ITEMS = ["무선 이어폰", "캠핑 테이블", "거위털 패딩", "텀블러", "그림 동화책", "데이터 분석 입문서", "여행 가이드북",
          "커피 그라인더", "러닝화", "전기 주전자", "노트북 거치대", "가습기", "요가 매트", "블루투스 스피커"]
 TRAITS = ["가볍고 튼튼한", "선물하기 좋은", "가성비 좋은", "프리미엄", "초보자를 위한", "휴대하기 편한", "조용한",
@@ -130,9 +129,6 @@ def main() -> None:
 
 def write_report(args, rows: list[dict]) -> None:
     """Markdown and JSON."""
-    args.out.mkdir(parents=True, exist_ok=True)
-    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    info = machine_info()
     table = md_table(
         ["variant", "idle p50 ms", "idle p95 ms", "during reindex p50 ms", "during p95 ms", "searches during",
          "p50 ratio", "p95 ratio", "reindex s", "during: embed / analyse / search p50 ms"],
@@ -140,12 +136,7 @@ def write_report(args, rows: list[dict]) -> None:
           f"{r['during']['p95']:.1f}", str(r["during"]["n"]), f"{r['ratio_p50']:.2f}", f"{r['ratio_p95']:.2f}",
           f"{r['reindex_s']:.1f}", "{embed_ms:.1f} / {tokenize_ms:.1f} / {search_ms:.1f}".format(**r["during_split"])]
          for r in rows])
-    md = f"""# Search during a reindex
-
-Run {when} with `python -m bench.retrieval_reindex --docs {args.docs} --searches {args.searches}`.
-
-- Machine: {info.get('cpu', '?')}, {info.get('cores', '?')} cores, Python {info.get('python', '?')}; other work
-  was running on the machine, so compare the ratios (measured in one run), not absolute times.
+    body = f"""- Other work was running on the machine, so compare the ratios (measured in one run), not absolute times.
 - {args.docs} synthetic Korean product texts (~150 characters), reindex batch 64 (the gateway's), hybrid searches by
   query text through gRPC one at a time: idle first, then throughout the reindex, on the same process.
 - `sliced`: the service as built. `unsliced`: the same code with the slices made unbounded (all analysis in one
@@ -158,9 +149,7 @@ The last column splits the server's time per search during the reindex (medians 
 what the retrieval service does itself (analysis, the database) against the wait for the query's embedding in
 the embedding service, which the reindex's passage batches also use.
 """
-    (args.out / "retrieval_reindex.md").write_text(md)
-    (args.out / "retrieval_reindex.json").write_text(json.dumps({"run": when, "machine": info, "rows": rows},
-                                                                indent=1))
+    write_result("retrieval_reindex", "Search during a reindex", body.splitlines(), {"rows": rows}, out=args.out)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ its dependencies (torch, faiss and more) are not needed to run the graph.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import subprocess
@@ -111,7 +110,6 @@ def _stack(e5: np.ndarray, use: np.ndarray, alpha: float) -> np.ndarray:
 def main() -> None:
     """Legs at every alpha, alpha and AUTO chosen leave-one-set-out, paired tests; writes the report."""
     from bench import fusion_eval as fe
-    from bench.common import machine_info, md_table
     from services.retrieval.korean.analyzer import KoreanAnalyzer
     from services.retrieval.query import SearchQuery
 
@@ -178,15 +176,15 @@ def main() -> None:
                         "best_leg": best, "delta_best_leg": d_best, "p_best_leg": pb}
         print(f"[bench] {ev.name}: alpha {chosen:g}, auto {before['auto'][:, 0].mean():.3f} -> "
               f"{after['auto'][:, 0].mean():.3f} (p {p:.3f})", flush=True)
-    write_report(args, sets, rows, dense, sig, revision, time.perf_counter() - started, machine_info(), md_table)
+    write_report(args, sets, rows, dense, sig, revision, time.perf_counter() - started)
 
 
-def write_report(args, sets, rows, dense, sig, revision: str, seconds: float, info: dict, md_table) -> None:
+def write_report(args, sets, rows, dense, sig, revision: str, seconds: float) -> None:
     """bench/results/second_encoder.{md,json}."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["# A second encoder in the dense leg (design option)", "",
-             f"Run {now} with `python -m bench.second_encoder --data {args.data}` ({seconds / 60:.1f} min).", "",
-             f"- Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}; e5 int8 `{revision}` and "
+    from bench.common import md_table
+    from bench.report import write_result
+
+    lines = [f"- {seconds / 60:.1f} min; e5 int8 `{revision}` and "
              f"`{REVISION}` (from `{PACKAGE}`) in process; Qdrant Edge in memory; the service's default analyser.",
              "- Dense leg: cos(e5) + alpha × cos(USE) (one stacked vector per passage). alpha = 0 is e5 alone "
              "(the service today). For each base set, alpha is chosen on the two OTHER base sets (best mean "
@@ -198,13 +196,9 @@ def write_report(args, sets, rows, dense, sig, revision: str, seconds: float, in
              "## Dense leg nDCG@10 at every alpha (what alpha was chosen from)", "",
              md_table(["set", *(f"alpha {a:g}" for a in ALPHAS)],
                       [[s.name, *(f"{dense[(a, s.name)]:.3f}" for a in ALPHAS)] for s in sets]), ""]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "second_encoder.md").write_text(text, encoding="utf-8")
-    (args.out / "second_encoder.json").write_text(json.dumps(
-        {"when": now, "machine": info, "revision": revision, "second_encoder": REVISION, "alphas": list(ALPHAS),
-         "dense": {f"{s}|{a}": v for (a, s), v in dense.items()}, "by_set": sig}, indent=1), encoding="utf-8")
-    print(text)
+    print(write_result("second_encoder", "A second encoder in the dense leg (design option)", lines, {
+        "revision": revision, "second_encoder": REVISION, "alphas": list(ALPHAS),
+        "dense": {f"{s}|{a}": v for (a, s), v in dense.items()}, "by_set": sig}, out=args.out))
 
 
 if __name__ == "__main__":

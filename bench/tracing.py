@@ -12,8 +12,6 @@ between the two at concurrency 1 and 8, every query text new (the full path: emb
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime as dt
 import json
 import shutil
 import tempfile
@@ -21,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import machine_info, md_table, start_search_mesh, stop_service
-from bench.gateway import load, queries
+from bench.common import md_table, start_search_mesh, stop_service
+from bench.gateway import queries, search_load
+from bench.report import write_result
 from bench.retrieval import synthetic_catalog
 from bench.standin import OtlpSink
 from services.retrieval.korean.analyzer import KoreanAnalyzer
@@ -58,14 +57,14 @@ def main() -> None:
         bases = {name: start_search_mesh(root / ("off" if name == "off" else "on"), model_dir, procs, env=env)
                  for name, env in variants.items()}
         for name, base in bases.items():
-            asyncio.run(load(base, queries(40, 7 if name == "off" else 8), 2))  # warm-up, excluded
+            search_load(base, queries(40, 7 if name == "off" else 8), 2)  # warm-up, excluded
         seed = 1000
         for r in range(args.rounds):
             for c in (1, 8):
                 order = list(bases) if r % 2 == 0 else list(reversed(bases))
                 for name in order:
                     seed += 1
-                    stats, throughput, errors, _ = asyncio.run(load(bases[name], queries(args.requests, seed), c))
+                    stats, throughput, errors, _ = search_load(bases[name], queries(args.requests, seed), c)
                     assert errors == 0, f"{errors} failed searches"
                     p50s.setdefault((name, c), []).append(stats.p50)
                     p95s.setdefault((name, c), []).append(stats.p95)
@@ -85,28 +84,18 @@ def main() -> None:
             base50 = float(np.median(p50s[("off", c)]))
             rows.append([str(c), name, f"{p50:.2f}", f"{p95:.2f}", f"{req_s:.1f}",
                          "1.000" if name == "off" else f"{p50 / base50:.3f}"])
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = "\n".join([
-        "# Tracing cost on /v1/search", "",
-        f"Run {now} with `python -m bench.tracing --docs {args.docs} --requests {args.requests} "
-        f"--rounds {args.rounds}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
+    print(write_result("tracing", "Tracing cost on /v1/search", [
         f"- Two meshes side by side (embedding ORT int8 `{revision}`, retrieval on {args.docs:,} synthetic Korean "
         "documents, gateway), rounds alternating between them; every query text new (embedding + retrieval). "
         "The load generator shares the two cores.",
         f"- Tracing on: every span sampled and exported over OTLP/HTTP to a local receiver that decodes them "
         f"({sink.count:,} spans received). Medians of {args.rounds} rounds of {args.requests} requests.", "",
-        md_table(["concurrency", "tracing", "p50 ms", "p95 ms", "req/s", "p50 on / off"], rows), ""])
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "tracing.md").write_text(text)
-    (args.out / "tracing.json").write_text(json.dumps({
-        "machine": info, "revision": revision, "docs": args.docs, "requests": args.requests, "rounds": args.rounds,
+        md_table(["concurrency", "tracing", "p50 ms", "p95 ms", "req/s", "p50 on / off"], rows), ""], {
+        "revision": revision, "docs": args.docs, "requests": args.requests, "rounds": args.rounds,
         "spans_received": sink.count,
         "p50_ms": {f"{k[0]}|c={k[1]}": v for k, v in p50s.items()},
         "p95_ms": {f"{k[0]}|c={k[1]}": v for k, v in p95s.items()},
-        "req_per_s": {f"{k[0]}|c={k[1]}": v for k, v in rps.items()}}, indent=1))
-    print(text)
+        "req_per_s": {f"{k[0]}|c={k[1]}": v for k, v in rps.items()}}, out=args.out))
 
 
 if __name__ == "__main__":

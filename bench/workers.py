@@ -13,8 +13,6 @@ and written by one job).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime as dt
 import json
 import shutil
 import tempfile
@@ -24,8 +22,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import machine_info, md_table, start_search_mesh, stop_service
-from bench.gateway import load, queries
+from bench.common import md_table, start_search_mesh, stop_service
+from bench.gateway import queries, search_load
+from bench.report import write_result
 from bench.retrieval import synthetic_catalog
 from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.runtime.models import current_model_dir
@@ -69,12 +68,12 @@ def main() -> None:
         shutil.copytree(root / "w1", root / "w2")
         bases = {w: start_search_mesh(root / f"w{w}", model_dir, procs, workers=w) for w in (1, 2)}
         for w, base in bases.items():
-            asyncio.run(load(base, queries(40, 50 + w), 4))  # warm-up, excluded
+            search_load(base, queries(40, 50 + w), 4)  # warm-up, excluded
         seed = 5000
         for r in range(args.rounds):
             for w in ((1, 2) if r % 2 == 0 else (2, 1)):
                 seed += 1
-                stats, rps, errors, _ = asyncio.run(load(bases[w], queries(args.requests, seed), 8))
+                stats, rps, errors, _ = search_load(bases[w], queries(args.requests, seed), 8)
                 assert errors == 0
                 search[w].append((stats.p50, stats.p95, rps))
                 ingest_rate[w].append(ingest(bases[w], f"ingest{r}", args.ingest))
@@ -89,13 +88,7 @@ def main() -> None:
     rows = [[f"{w}", f"{med[w][0]:.1f}", f"{med[w][1]:.1f}", f"{med[w][2]:.1f}", f"{ing[w]:.1f}"] for w in (1, 2)]
     rows.append(["2 / 1", f"{med[2][0] / med[1][0]:.2f}", f"{med[2][1] / med[1][1]:.2f}",
                  f"{med[2][2] / med[1][2]:.2f}", f"{ing[2] / ing[1]:.2f}"])
-    info = machine_info()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = "\n".join([
-        "# Worker processes per service: 1 vs 2", "",
-        f"Run {now} with `python -m bench.workers --docs {args.docs} --requests {args.requests} "
-        f"--ingest {args.ingest} --rounds {args.rounds}`.", "",
-        f"- Machine: {info['cpu']}, {info['cores']} cores ({info['simd']}), {info['memory']}, Python {info['python']}",
+    print(write_result("workers", "Worker processes per service: 1 vs 2", [
         f"- Two meshes side by side, rounds alternating: embedding (ORT int8 `{revision}`) and gateway with 1 or 2 "
         f"worker processes on one port; retrieval one process on {args.docs:,} synthetic Korean documents (the "
         "embedded Qdrant engine cannot be shared; several retrieval workers need a Qdrant server). The load "
@@ -103,12 +96,7 @@ def main() -> None:
         f"- Search: concurrency 8, {args.requests} new query texts per round; ingest: {args.ingest} short Korean "
         f"passages per round through `POST /v1/collections/{{name}}/documents`. Medians of {args.rounds} rounds.", "",
         md_table(["workers per service", "search p50 ms", "search p95 ms", "search req/s", "ingest docs/s"], rows),
-        ""])
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "workers.md").write_text(text)
-    (args.out / "workers.json").write_text(json.dumps({"machine": info, "revision": revision, "search": search,
-                                                       "ingest_docs_per_s": ingest_rate}, indent=1))
-    print(text)
+        ""], {"revision": revision, "search": search, "ingest_docs_per_s": ingest_rate}, out=args.out))
 
 
 if __name__ == "__main__":

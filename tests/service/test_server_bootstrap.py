@@ -49,7 +49,7 @@ async def health_status(port: int, service: str = "") -> int:
 
 async def test_health_is_not_serving_until_warm_then_serving_then_not_serving_on_stop(model_dir):
     svc = await create_embedding_service(make_settings(model_dir), registry=CollectorRegistry())
-    await svc.mesh.start()
+    await svc.mesh.start()  # by hand, not running(): the state between start and warm-up is what is checked
     try:
         assert await health_status(svc.port) == health_pb2.HealthCheckResponse.NOT_SERVING
         assert await health_status(svc.port, SERVICE) == health_pb2.HealthCheckResponse.NOT_SERVING
@@ -89,14 +89,10 @@ async def test_spans_are_recorded_for_rpcs_but_not_health_checks(model_dir):
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     svc = await create_embedding_service(make_settings(model_dir), tracer_provider=provider,
                                          registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    try:
+    async with running(svc):
         async with AsyncEmbeddingClient(f"127.0.0.1:{svc.port}") as client:
             await client.embed(["추적되는 요청"])
         await health_status(svc.port)
-    finally:
-        await svc.close()
     names = [s.name for s in exporter.get_finished_spans()]
     assert f"/{SERVICE}/Embed" in names
     assert not any("Health" in n for n in names)
@@ -116,9 +112,7 @@ async def test_full_queue_is_resource_exhausted_with_retry_info_and_engine_down_
     engine = SlowEngine(OnnxRuntimeEngine(model_dir, "int8", 1), delay_s=0.3)
     svc = await create_embedding_service(make_settings(model_dir, max_batch_size=2, max_queue_texts=4),
                                          engine=engine, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    try:
+    async with running(svc):
         async with AsyncEmbeddingClient(f"127.0.0.1:{svc.port}", timeout_s=10) as client:
             calls = [asyncio.ensure_future(client.embed([f"요청 {i}", f"요청 {i}-2"])) for i in range(6)]
             results = await asyncio.gather(*calls, return_exceptions=True)
@@ -130,5 +124,3 @@ async def test_full_queue_is_resource_exhausted_with_retry_info_and_engine_down_
                 await client.embed(["엔진이 죽었을 때"])
             engine.down = False
             assert (await client.embed(["다시 살아났다"])).vectors.shape == (1, 384)
-    finally:
-        await svc.close()

@@ -1,0 +1,63 @@
+"""The gateway app in the test's process: built over given service targets, driven over ASGI or uvicorn.
+
+One builder (:func:`gateway_app`) for every test that wires the gateway to real services on port 0;
+:func:`asgi_client` starts an app (its lifespan) and talks to it without sockets; :func:`serving`
+puts it under uvicorn on a real port, for clients that need one (schemathesis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+from gateway.vectors.cache import EmbeddingCache, LocalLruCache
+from gateway.wiring import build_mesh
+from support.ports import listening_socket
+
+
+def target(where: str | int) -> str:
+    """A gRPC target: ``where`` itself, or ``127.0.0.1:<where>`` for a port number."""
+    return f"127.0.0.1:{where}" if isinstance(where, int) else where
+
+
+def gateway_app(embedding: str | int, retrieval: str | int, cache: EmbeddingCache | None = None,
+                **settings: Any) -> FastAPI:
+    """The gateway over the embedding and retrieval services at ``embedding`` / ``retrieval`` (targets or ports).
+
+    The cache is in process (an LRU) unless ``cache`` is given; ``settings`` are GatewaySettings fields.
+    """
+    config = GatewaySettings(embedding_target=target(embedding), retrieval_target=target(retrieval), **settings)
+    return create_app(config, build_mesh(config, cache=cache or LocalLruCache(1000)))
+
+
+@asynccontextmanager
+async def asgi_client(app: FastAPI, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """``app`` started (its lifespan runs) and an httpx client to it over ASGI (``http://gw``), for the block."""
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw", **options) as http:
+            yield http
+
+
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` under uvicorn on 127.0.0.1, port 0, on this event loop; yields its base URL."""
+    with listening_socket() as sock:
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:  # uvicorn offers no event for it
+            if task.done():
+                task.result()  # raises what stopped it
+            await asyncio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        finally:
+            server.should_exit = True
+            await task
