@@ -18,6 +18,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from services.bootstrap.errors import InvalidInput, MeshError, Violation, to_grpc_status
+from services.bootstrap.telemetry import RpcTelemetry, rpc_kind
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,22 @@ def _wrap(method: MethodDescriptor, behaviour: Callable[..., Any]) -> Any:
     return streaming
 
 
-def service_handler(descriptor: ServiceDescriptor, servicer: object) -> grpc.GenericRpcHandler:
-    """A generic handler for every RPC of ``descriptor``, implemented by ``servicer``'s methods."""
+def service_handler(descriptor: ServiceDescriptor, servicer: object,
+                    telemetry: RpcTelemetry | None = None) -> grpc.GenericRpcHandler:
+    """A generic handler for every RPC of ``descriptor``, implemented by ``servicer``'s methods.
+
+    ``telemetry`` (span and metrics per call) wraps each method once, outside the error mapping, so
+    it sees the final status code.
+    """
     handlers = {}
     for method in descriptor.methods:
         behaviour = getattr(servicer, method.name)
         decode = _decoder(message_factory.GetMessageClass(method.input_type))
         encode = message_factory.GetMessageClass(method.output_type).SerializeToString
         wrapped = _wrap(method, behaviour)
+        if telemetry is not None:
+            wrapped = telemetry.wrap(f"/{descriptor.full_name}/{method.name}",
+                                     rpc_kind(method.client_streaming, method.server_streaming), wrapped)
         if method.client_streaming and method.server_streaming:
             factory = grpc.stream_stream_rpc_method_handler
         elif method.client_streaming:

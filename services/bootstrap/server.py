@@ -24,13 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from services.bootstrap.handlers import service_handler
 from services.bootstrap.health import Dependency, DependencyMonitor, Requirement
-from services.bootstrap.telemetry import (
-    MetricsInterceptor,
-    RpcMetrics,
-    rpc_kind,
-    start_metrics_endpoint,
-    tracing_interceptor,
-)
+from services.bootstrap.telemetry import RpcMetrics, RpcTelemetry, rpc_kind, start_metrics_endpoint
 from services.runtime.errors import StartupError
 from services.runtime.settings import ServiceSettings
 
@@ -126,6 +120,7 @@ async def create_server(
     options: list[tuple[str, object]] | None = None,
     dependencies: list[Dependency] | None = None,
     capabilities: dict[str, Requirement] | None = None,
+    instrument: tuple[str, ...] = ("metrics", "tracing"),
 ) -> MeshServer:
     """Build a grpc.aio server bound to ``settings.host:settings.port`` (0 binds a free port).
 
@@ -136,18 +131,15 @@ async def create_server(
     metrics = _METRICS_BY_REGISTRY.get(id(registry))
     if metrics is None:
         metrics = _METRICS_BY_REGISTRY[id(registry)] = RpcMetrics(registry)
-    interceptors: list[grpc.aio.ServerInterceptor] = [
-        tracing_interceptor(tracer_provider or trace.get_tracer_provider()),
-        MetricsInterceptor(metrics),
-    ]
+    telemetry = RpcTelemetry(metrics if "metrics" in instrument else None,
+                             (tracer_provider or trace.get_tracer_provider()) if "tracing" in instrument else None)
     base = [(k, v) for k, v in (options or [("grpc.max_receive_message_length", 16 * 1024 * 1024)])
             if k != "grpc.so_reuseport"]
-    server = grpc.aio.server(interceptors=interceptors,
-                             options=[*base, ("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
+    server = grpc.aio.server(options=[*base, ("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
     names = [r.descriptor.full_name for r in registrations]
     metrics.declare([(f"/{r.descriptor.full_name}/{m.name}", rpc_kind(m.client_streaming, m.server_streaming))
                      for r in registrations for m in r.descriptor.methods])
-    server.add_generic_rpc_handlers([service_handler(r.descriptor, r.servicer) for r in registrations])
+    server.add_generic_rpc_handlers([service_handler(r.descriptor, r.servicer, telemetry) for r in registrations])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
