@@ -1,8 +1,8 @@
 """``create_server``: the one way every mesh service builds, starts and stops its gRPC server.
 
-Health (NOT_SERVING until the service says it is warm), reflection, tracing and metrics
-interceptors, safe request decoding and the domain-error table are wired here, so a service only
-brings its servicer. Knows no particular service.
+Health (NOT_SERVING until the service says it is warm), reflection, a span and RPC metrics per
+call (services/bootstrap/telemetry.py), safe request decoding and the domain-error table are wired
+here, so a service only brings its servicer. Knows no particular service.
 """
 
 from __future__ import annotations
