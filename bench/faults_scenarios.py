@@ -251,7 +251,8 @@ def overload(mesh: FaultMesh, *, n: int, concurrency: int = 64) -> dict[str, Any
     since = len(mesh.gateway_lines)
     load = run_load(mesh.base, n, concurrency, search, timeout_s=30)
     time.sleep(0.5)  # the last access lines are in
-    served_ms = sorted(float(rec["latency_ms"]) for rec in mesh.access_lines(since) if rec.get("route") == "/v1/search")
+    served = [rec for rec in mesh.access_lines(since) if rec.get("route") == "/v1/search"]
+    served_ms = sorted(float(rec["latency_ms"]) for rec in served)
     ok = [o for o in load.outcomes if o.status == 200 and o.latency_s <= 2 * SEARCH_DEADLINE_S]
     shed = [o for o in load.outcomes if o.status == 429 and o.retry_after]
     lat = sorted(o.latency_s for o in load.outcomes if o.status == 200)
@@ -267,7 +268,11 @@ def overload(mesh: FaultMesh, *, n: int, concurrency: int = 64) -> dict[str, Any
             "gateway_over_2x_deadline": sum(ms > 2e3 * SEARCH_DEADLINE_S for ms in served_ms),
             # when (seconds into the load) the late ones were sent: at 0, a new connection's set-up
             "late_started_s": [round(o.started_s, 2) for o in load.outcomes
-                               if o.status == 200 and o.latency_s > 2 * SEARCH_DEADLINE_S][:10]}
+                               if o.status == 200 and o.latency_s > 2 * SEARCH_DEADLINE_S][:10],
+            # what the gateway itself answered (its access lines), next to what the client saw
+            "gateway_statuses": dict(sorted(Counter(str(rec.get("status")) for rec in served).items())),
+            # requests the client got no answer to, with the client's error (a connection-level failure)
+            "unanswered": load.failures(), "unanswered_count": n - load.answered()}
 
 
 # ---- 7: bad-input corpus ----------------------------------------------------------------------

@@ -36,7 +36,7 @@ class Outcome:
     started_s: float = 0.0
     body: Any = None  # with keep_body: the parsed JSON, or the text
     events: list[tuple[str, float]] | None = None  # an SSE answer: (event, seconds after the request started)
-    error: str = ""  # ``unsent``: why the client would not send it
+    error: str = ""  # no answer: the exception (type and message) the client raised
 
     @property
     def key(self) -> str:
@@ -68,6 +68,11 @@ class LoadResult:
     def counts(self) -> dict[str, int]:
         """Outcomes counted by status or failure."""
         return dict(sorted(Counter(o.key for o in self.outcomes).items()))
+
+    def failures(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The first ``limit`` requests that got no answer: how, when (seconds into the load) and the error."""
+        return [{"failure": o.failure, "started_s": round(o.started_s, 2), "latency_s": round(o.latency_s, 2),
+                 "error": o.error} for o in self.outcomes if o.status is None and o.failure != NOT_SENT][:limit]
 
     def latencies(self, status: int | None = None) -> list[float]:
         """Seconds of every answered request (only those answering ``status``, if given)."""
@@ -166,7 +171,7 @@ async def arun_load(base: str | Sequence[str], n: int, concurrency: int, make: C
                 finally:
                     await resp.aclose()
         except (httpx.HTTPError, TimeoutError) as exc:
-            out = Outcome(None, failure_of(exc))
+            out = Outcome(None, failure_of(exc), error=f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - the client refused to send it (a header it rejects, ...)
             out = Outcome(None, "unsent", error=f"{type(exc).__name__}: {exc}")
         out.latency_s, out.started_s = time.perf_counter() - started, started - t0

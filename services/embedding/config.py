@@ -27,6 +27,9 @@ class EmbeddingSettings(ServiceSettings):
         32, ge=0, le=4096, description="passes of at most this many padded tokens (a lone query) run on a "
         "second, single-threaded ORT session (faster for tiny passes; ~115 MB more for int8); 0 = off")
     max_batch_size: int = Field(32, ge=1, le=1024, description="most texts in one inference batch")
+    max_batch_tokens: int = Field(2048, ge=512, le=65536, description="most tokens in one inference batch: "
+                                  "a request of long texts runs as several, and stops between them when "
+                                  "its caller leaves or its deadline passes")
     max_queue_delay_ms: float = Field(0.0, ge=0, le=1000,
                                       description="how long a forming batch waits for more texts")
     max_queue_texts: int = Field(1024, ge=1, description="texts waiting beyond this answer RESOURCE_EXHAUSTED")

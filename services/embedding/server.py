@@ -92,7 +92,8 @@ async def create_embedding_service(
         metrics = _BATCHER_METRICS[id(registry)] = BatcherMetrics(registry)
     batcher = MicroBatcher(engine, max_batch_size=settings.max_batch_size,
                            max_queue_delay_s=settings.max_queue_delay_ms / 1000,
-                           max_queue_texts=settings.max_queue_texts, metrics=metrics)
+                           max_queue_texts=settings.max_queue_texts,
+                           max_batch_tokens=settings.max_batch_tokens, metrics=metrics)
     limits = EmbedLimits(settings.max_texts_per_request, settings.max_text_chars, settings.max_tokens)
     embedder = Embedder(tokenizer, batcher, limits, manifest["revision"])
     info = pb.InfoResponse(model_id=manifest["model_id"], revision=manifest["revision"], dim=manifest["dim"],

@@ -161,6 +161,36 @@ async def test_cancelled_caller_leaves_the_queue_clean():
     await batcher.close()
 
 
+def long_texts(n: int, width: int) -> list[EncodedText]:
+    return [EncodedText(np.array([0, m] + [5] * (width - 3) + [2]), width) for m in range(1, n + 1)]
+
+
+async def test_a_batch_holds_at_most_max_batch_tokens_and_a_lone_long_text_still_runs():
+    engine = RecordingEngine()
+    batcher = await make(engine, max_batch_size=32, max_batch_tokens=600)
+    out = await batcher.submit(long_texts(7, 200))
+    assert list(out.vectors[:, 0]) == list(range(1, 8))
+    assert engine.batches == [3, 3, 1]
+    engine.batches.clear()
+    await batcher.submit(long_texts(2, 700))  # each over the budget: one per batch
+    assert engine.batches == [1, 1]
+    await batcher.close()
+
+
+async def test_a_long_request_whose_caller_leaves_stops_after_the_batch_in_progress():
+    engine = GatedEngine()
+    batcher = await make(engine, max_batch_size=32, max_batch_tokens=400)
+    big = asyncio.ensure_future(batcher.submit(long_texts(8, 200)))  # four batches of two
+    await running_batches(engine, 1)
+    big.cancel()
+    query = asyncio.ensure_future(batcher.submit(texts(9)))
+    engine.gate.set()
+    assert (await query).vectors[0, 0] == 9  # answered after one batch of the big request, not four
+    assert engine.batches == [2, 1]
+    assert batcher.queued_texts == 0
+    await batcher.close()
+
+
 async def test_engine_failure_reaches_every_caller_of_the_batch_and_batcher_recovers():
     engine = RecordingEngine(fail=True)
     batcher = await make(engine)
