@@ -13,26 +13,17 @@ from pathlib import Path
 import grpc
 import pytest
 import pytest_asyncio
-from prometheus_client import CollectorRegistry
 
-from services.bootstrap.lifecycle import running
-from services.embedding.config import EmbeddingSettings
-from services.embedding.server import EmbeddingService, create_embedding_service
+from services.embedding.server import EmbeddingService
 from services.runtime.models import current_model_dir
 from support import RedisServer, free_port
+from support.servers import running_embedding
 
 # The tests start gateway processes on loopback without API keys; outside such local runs a gateway
 # with no key refuses to start (tested in tests/system/test_process_control.py).
 os.environ.setdefault("MESH_GATEWAY_ALLOW_NO_AUTH", "1")
 
 collect_ignore = ["support"]  # helpers, not tests
-
-KOREAN_QUERIES = [
-    "비 오는 날 읽기 좋은 소설",
-    "부모님 결혼기념일 선물 추천",
-    "신입 백엔드 개발자 면접 질문",
-    "가성비 좋은 무선 청소기",
-]
 
 
 @pytest.fixture(scope="session")
@@ -43,18 +34,9 @@ def model_dir() -> Path:
     return path
 
 
-def make_settings(model_dir: Path, **overrides) -> EmbeddingSettings:
-    base = dict(host="127.0.0.1", port=0, metrics_port=-1, model_dir=model_dir, precision="int8",
-                intra_op_threads=1)
-    base.update(overrides)
-    return EmbeddingSettings(**base)
-
-
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def embedding_service(model_dir: Path):
-    service: EmbeddingService = await create_embedding_service(
-        make_settings(model_dir, max_texts_per_request=64, metrics_port=0), registry=CollectorRegistry())
-    async with running(service):
+    async with running_embedding(model_dir, max_texts_per_request=64, metrics_port=0) as service:
         yield service
 
 

@@ -13,7 +13,7 @@ from clients import AsyncEmbeddingClient, EmbeddingClient, InvalidArgument
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
 from support import start_module
-from tests.conftest import KOREAN_QUERIES
+from support.embedding import KOREAN_QUERIES
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

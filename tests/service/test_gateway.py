@@ -1,57 +1,19 @@
-"""The gateway app over the real embedding and retrieval servers (port 0), driven over HTTP (ASGI)."""
+"""The gateway app over the real embedding and retrieval servers (port 0), driven over HTTP (ASGI).
+
+The fixtures ``retrieval_port`` and ``http`` (the gateway with collection "gw") are in tests/service/conftest.py.
+"""
 
 import base64
 
-import httpx
 import numpy as np
 import pytest
-import pytest_asyncio
-from prometheus_client import CollectorRegistry
 
 from clients import AsyncEmbeddingClient
-from gateway.app import create_app
-from gateway.config import GatewaySettings
-from gateway.vectors.cache import LocalLruCache
-from gateway.wiring import build_mesh
-from services.bootstrap.lifecycle import running
-from services.retrieval.config import RetrievalSettings
-from services.retrieval.server import create_retrieval_service
 from support import free_port, job_finished
+from support.apps import asgi_client, gateway_app
+from support.catalogs import GATEWAY_DOCS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-DOCS = [
-    {"id": "g1", "text": "비 오는 날 읽기 좋은 장편소설", "payload": {"category": "소설", "price": 15000}},
-    {"id": "g2", "text": "백엔드 개발자 기술 면접 질문 모음", "payload": {"category": "IT", "price": 22000}},
-    {"id": "g3", "text": "제주도 올레길 여행 가이드북", "payload": {"category": "여행", "price": 17000}},
-]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def retrieval_port(embedding_service, tmp_path_factory):
-    settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("gw-q")),
-                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
-    async with running(await create_retrieval_service(settings, registry=CollectorRegistry())) as svc:
-        yield svc.port
-
-
-def make_app(embedding_target: str, retrieval_port: int, cache=None, **settings):
-    s = GatewaySettings(embedding_target=embedding_target, retrieval_target=f"127.0.0.1:{retrieval_port}", **settings)
-    mesh = build_mesh(s, cache=cache or LocalLruCache(1000))
-    return create_app(s, mesh)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def http(embedding_service, retrieval_port):
-    app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-            r = await client.post("/v1/collections", json={"name": "gw", "fields": {"category": "keyword",
-                                                                                   "price": "integer"}})
-            assert r.status_code == 201, r.text
-            job = (await client.post("/v1/collections/gw/documents", json={"documents": DOCS})).json()
-            state = await job_finished(client, f"/v1/jobs/{job['id']}")
-            assert state["state"] == "succeeded" and state["done"] == 3, state
-            yield client
 
 
 async def test_search_is_hybrid_and_second_call_hits_the_cache(http):
@@ -109,16 +71,14 @@ async def test_an_embedding_share_too_short_degrades_to_keyword_without_tripping
         http, embedding_service, retrieval_port):  # http: the collection exists
     # 0.0001 of 2 s is 0.2 ms for the embedding hop: less than an empty gRPC round trip (~0.5 ms here), so no
     # answer can arrive in time; retrieval still has its time
-    app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port, embed_budget_share=0.0001,
-                   breaker_failures=1)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-            for i in range(2):
-                r = await client.post("/v1/search", json={"collection": "gw", "query": f"제주도 여행 {i}"})
-                assert r.status_code == 200, r.text
-                out = r.json()
-                assert out["degraded"] and out["mode"] == "keyword" and out["hits"][0]["id"] == "g3"
-            assert app.state.mesh.vectors.breaker.state == "closed"  # a short budget says nothing of its health
+    app = gateway_app(embedding_service.port, retrieval_port, embed_budget_share=0.0001, breaker_failures=1)
+    async with asgi_client(app) as client:
+        for i in range(2):
+            r = await client.post("/v1/search", json={"collection": "gw", "query": f"제주도 여행 {i}"})
+            assert r.status_code == 200, r.text
+            out = r.json()
+            assert out["degraded"] and out["mode"] == "keyword" and out["hits"][0]["id"] == "g3"
+        assert app.state.mesh.vectors.breaker.state == "closed"  # a short budget says nothing of its health
 
 
 async def test_openai_client_gets_float_and_base64_embeddings(http, embedding_service):
@@ -148,46 +108,44 @@ async def test_openai_client_gets_float_and_base64_embeddings(http, embedding_se
 
 async def test_embedding_down_degrades_to_keyword_and_breaker_stops_waiting(retrieval_port):
     dead = f"127.0.0.1:{free_port()}"
-    app = make_app(dead, retrieval_port, breaker_failures=2, breaker_reset_s=60)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-            outs = []
-            for _ in range(4):
-                r = await client.post("/v1/search", json={"collection": "gw", "query": "제주도 여행"})
-                assert r.status_code == 200, r.text
-                outs.append(r.json())
-            assert all(o["degraded"] and o["mode"] == "keyword" and o["hits"][0]["id"] == "g3" for o in outs)
-            assert app.state.mesh.vectors.breaker.state == "open"
-            dense = await client.post("/v1/search", json={"collection": "gw", "query": "제주", "mode": "dense"})
-            assert dense.status_code == 503 and dense.json()["error"]["retryable"]
-            metrics = (await client.get("/metrics")).text
-            assert "mesh_gateway_search_degraded_total" in metrics
+    app = gateway_app(dead, retrieval_port, breaker_failures=2, breaker_reset_s=60)
+    async with asgi_client(app) as client:
+        outs = []
+        for _ in range(4):
+            r = await client.post("/v1/search", json={"collection": "gw", "query": "제주도 여행"})
+            assert r.status_code == 200, r.text
+            outs.append(r.json())
+        assert all(o["degraded"] and o["mode"] == "keyword" and o["hits"][0]["id"] == "g3" for o in outs)
+        assert app.state.mesh.vectors.breaker.state == "open"
+        dense = await client.post("/v1/search", json={"collection": "gw", "query": "제주", "mode": "dense"})
+        assert dense.status_code == 503 and dense.json()["error"]["retryable"]
+        metrics = (await client.get("/metrics")).text
+        assert "mesh_gateway_search_degraded_total" in metrics
 
 
 async def test_api_key_and_body_limit(embedding_service, retrieval_port):
-    app = make_app(f"127.0.0.1:{embedding_service.port}", retrieval_port, api_keys="k1,k2", max_body_bytes=2048)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-            body = {"collection": "gw", "query": "책"}
-            assert (await client.post("/v1/search", json=body)).status_code == 401
-            assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k2"})).status_code == 200
-            bearer = {"Authorization": "Bearer k1"}  # what the official openai client sends
-            assert (await client.post("/v1/search", json=body, headers=bearer)).status_code == 200
-            big = {"collection": "gw", "query": "가" * 3000}
-            r = await client.post("/v1/search", json=big, headers={"X-API-Key": "k1"})
-            assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+    app = gateway_app(embedding_service.port, retrieval_port, api_keys="k1,k2", max_body_bytes=2048)
+    async with asgi_client(app) as client:
+        body = {"collection": "gw", "query": "책"}
+        assert (await client.post("/v1/search", json=body)).status_code == 401
+        assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k2"})).status_code == 200
+        bearer = {"Authorization": "Bearer k1"}  # what the official openai client sends
+        assert (await client.post("/v1/search", json=body, headers=bearer)).status_code == 200
+        big = {"collection": "gw", "query": "가" * 3000}
+        r = await client.post("/v1/search", json=big, headers={"X-API-Key": "k1"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
 
-            async def chunks():  # no Content-Length: the limit still holds
-                yield b'{"collection": "gw", "query": "'
-                for _ in range(10):
-                    yield ("가" * 300).encode()
-                yield b'"}'
+        async def chunks():  # no Content-Length: the limit still holds
+            yield b'{"collection": "gw", "query": "'
+            for _ in range(10):
+                yield ("가" * 300).encode()
+            yield b'"}'
 
-            r = await client.post("/v1/search", content=chunks(), headers={"X-API-Key": "k1",
-                                                                          "content-type": "application/json"})
-            assert r.status_code == 413, r.text
-            assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k1"})).status_code == 200
-            assert (await client.get("/healthz")).status_code == 200
+        r = await client.post("/v1/search", content=chunks(), headers={"X-API-Key": "k1",
+                                                                      "content-type": "application/json"})
+        assert r.status_code == 413, r.text
+        assert (await client.post("/v1/search", json=body, headers={"X-API-Key": "k1"})).status_code == 200
+        assert (await client.get("/healthz")).status_code == 200
 
 
 async def test_collections_are_listed_and_deleted(http):
@@ -204,7 +162,7 @@ async def test_collections_are_listed_and_deleted(http):
 
 
 async def test_jobs_for_a_missing_collection_are_404_at_submit_not_a_failed_job(http):
-    for path, body in (("/v1/collections/nowhere/documents", {"documents": DOCS}),
+    for path, body in (("/v1/collections/nowhere/documents", {"documents": GATEWAY_DOCS}),
                        ("/v1/collections/nowhere/reindex", None)):
         r = await http.post(path, json=body)
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text

@@ -3,13 +3,14 @@
 Regression tests written to reproduce each defect first: a filter integer beyond int64 and a lone
 surrogate used to end in a plain-text 500 outside the access log; ``gte: NaN`` was silently ignored
 (unfiltered hits); an OCR job id with ``:`` reached Redis keys; 503s carried no Retry-After.
+The fixtures ``retrieval_port`` and ``http`` (the gateway with collection "gw") are in tests/service/conftest.py.
 """
 
 import httpx
 import pytest
 
 from support import free_port, job_finished
-from tests.service.test_gateway import http, make_app, retrieval_port  # noqa: F401 - fixtures used below
+from support.apps import asgi_client, gateway_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -26,7 +27,7 @@ def shaped(r: httpx.Response) -> dict:
     ({"field": "price", "gte": float("nan")}, "filter.must[0].gte"),
     ({"field": "price", "lt": float("inf")}, "filter.must[0].lt"),
 ])
-async def test_out_of_range_filter_values_are_400_naming_the_field(http, condition, field):  # noqa: F811
+async def test_out_of_range_filter_values_are_400_naming_the_field(http, condition, field):
     import json
 
     body = json.dumps({"collection": "gw", "query": "책", "filter": {"must": [condition]}})  # NaN as JSON allows
@@ -40,21 +41,20 @@ async def test_out_of_range_filter_values_are_400_naming_the_field(http, conditi
     ("/v1/embeddings", '{"model": "intfloat/multilingual-e5-small", "input": ["ok", "a\\udfffb"]}', "input"),
     ("/v1/search", '{"collection": "gw", "query": "\\ud800"}', "query"),
 ])
-async def test_a_lone_surrogate_is_400_naming_the_field(http, path, body, field):  # noqa: F811
+async def test_a_lone_surrogate_is_400_naming_the_field(http, path, body, field):
     r = await http.post(path, content=body, headers={"content-type": "application/json"})
     assert r.status_code == 400, r.text
     assert [f["field"] for f in shaped(r)["fields"]] == [field]
 
 
-async def test_an_unexpected_error_is_the_error_body_with_the_request_id(retrieval_port):  # noqa: F811
-    app = make_app(f"127.0.0.1:{free_port()}", retrieval_port)
+async def test_an_unexpected_error_is_the_error_body_with_the_request_id(retrieval_port):
+    app = gateway_app(free_port(), retrieval_port)
 
     @app.get("/v1/broken-for-the-test")
     async def broken():
         raise RuntimeError("a bug")
 
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+    async with asgi_client(app) as client:
         r = await client.get("/v1/broken-for-the-test", headers={"X-Request-ID": "rid-bug"})
     assert r.status_code == 500 and r.headers["x-request-id"] == "rid-bug"
     error = shaped(r)
@@ -62,7 +62,7 @@ async def test_an_unexpected_error_is_the_error_body_with_the_request_id(retriev
 
 
 @pytest.mark.parametrize("job_id, reaches_the_route", [("abc:pages", True), ("x" * 200, True), ("../../etc", False)])
-async def test_ocr_job_ids_are_validated_before_any_call(http, job_id, reaches_the_route):  # noqa: F811
+async def test_ocr_job_ids_are_validated_before_any_call(http, job_id, reaches_the_route):
     r = await http.get(f"/v1/ocr/jobs/{job_id}")  # no OCR service runs here: only a refusal can answer
     assert r.status_code == 404, r.text
     error = shaped(r)
@@ -71,17 +71,15 @@ async def test_ocr_job_ids_are_validated_before_any_call(http, job_id, reaches_t
     assert ("32 hexadecimal" in error["message"]) == reaches_the_route, error
 
 
-async def test_unavailable_says_when_to_retry(retrieval_port):  # noqa: F811
-    app = make_app(f"127.0.0.1:{free_port()}", retrieval_port)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+async def test_unavailable_says_when_to_retry(retrieval_port):
+    async with asgi_client(gateway_app(free_port(), retrieval_port)) as client:
         r = await client.post("/v1/search", json={"collection": "gw", "query": "책", "mode": "dense"})
     assert r.status_code == 503 and shaped(r)["retryable"]
     assert int(r.headers["retry-after"]) >= 1
 
 
 @pytest.mark.slow
-async def test_a_large_valid_result_is_returned_not_refused_as_overload(http):  # noqa: F811
+async def test_a_large_valid_result_is_returned_not_refused_as_overload(http):
     assert (await http.post("/v1/collections", json={"name": "long"})).status_code == 201
     text = "긴 문서의 본문입니다 " * 1500  # 18,000 characters, ~44 KB of UTF-8 per document
     docs = [{"id": f"l{i}", "text": f"{i}번 {text}"} for i in range(100)]
@@ -112,7 +110,7 @@ def nested(depth: int) -> dict:
     ('{"k": "\\udfff"}', "a lone surrogate as a value"),
     (__import__("json").dumps(nested(50)), "nesting 50 deep"),
 ])
-async def test_an_unstorable_payload_is_refused_at_submit_naming_the_document(http, payload, why):  # noqa: F811
+async def test_an_unstorable_payload_is_refused_at_submit_naming_the_document(http, payload, why):
     body = ('{"documents": [{"id": "ok", "text": "멀쩡한 문서"}, {"id": "bad", "text": "문서", "payload": '
             + payload + "}]}")
     r = await http.post("/v1/collections/gw/documents", content=body, headers={"content-type": "application/json"})
@@ -120,7 +118,7 @@ async def test_an_unstorable_payload_is_refused_at_submit_naming_the_document(ht
     assert [f["field"] for f in shaped(r)["fields"]] == ["documents[1].payload"], why
 
 
-async def test_too_many_fields_are_refused_before_any_index_is_built(http):  # noqa: F811
+async def test_too_many_fields_are_refused_before_any_index_is_built(http):
     fields = {f"f{i}": "keyword" for i in range(1000)}
     r = await http.post("/v1/collections", json={"name": "wide", "fields": fields})
     assert r.status_code == 400 and [f["field"] for f in shaped(r)["fields"]] == ["fields"]

@@ -6,8 +6,8 @@ import time
 
 import httpx
 
-from pki_support import write_pki
 from services.runtime.processes import start_process, stop_process
+from support.pki import write_pki
 
 
 def _gateway(*args: str):

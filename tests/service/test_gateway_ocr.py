@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import base64
 
-import httpx
 import pytest
 import pytest_asyncio
-from prometheus_client import CollectorRegistry
 
 from bench.ocr_set import build_set, cer
-from gateway.app import create_app
-from gateway.config import GatewaySettings
-from services.bootstrap.lifecycle import running
-from services.ocr.config import OcrSettings
-from services.ocr.server import create_ocr_service
 from support import job_finished
+from support.apps import asgi_client, gateway_app
+from support.servers import running_ocr
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SAMPLES = {s.name: s for s in build_set(per_category=1)}
@@ -24,12 +19,9 @@ SAMPLES = {s.name: s for s in build_set(per_category=1)}
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def http(redis_url):
     db = redis_url.rsplit("/", 1)[0] + "/5"
-    svc = await create_ocr_service(OcrSettings(port=0, engines=1, redis_url=db, job_workers=1, max_pages=4),
-                                   registry=CollectorRegistry())
-    app = create_app(GatewaySettings(ocr_target=f"127.0.0.1:{svc.port}", embedding_target="127.0.0.1:1",
-                                     retrieval_target="127.0.0.1:1", max_ocr_body_bytes=2_000_000))
-    async with running(svc), app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+    async with running_ocr(engines=1, redis_url=db, job_workers=1, max_pages=4) as svc:
+        app = gateway_app(1, 1, ocr_target=f"127.0.0.1:{svc.port}", max_ocr_body_bytes=2_000_000)
+        async with asgi_client(app) as client:
             yield client
 
 

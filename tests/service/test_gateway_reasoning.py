@@ -1,29 +1,24 @@
 """Gateway LLM routes: recommendations (JSON, SSE), chat (SSE), summaries, session routing.
 
 Real embedding, retrieval and reasoning services on port 0 with the real llama.cpp server; scripted
-stand-in backends where routing or failure must be observed cheaply."""
+stand-in backends where routing or failure must be observed cheaply. The fixture ``retrieval_port``
+is in tests/service/conftest.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import AsyncExitStack
 
-import httpx
 import pytest
 import pytest_asyncio
-from prometheus_client import CollectorRegistry
 
 from bench.standin import ChatStandIn
-from gateway.app import create_app
-from gateway.config import GatewaySettings
-from gateway.vectors.cache import LocalLruCache
-from gateway.wiring import build_mesh
 from services.reasoning.backends.openai_http import OpenAIBackend
-from services.reasoning.config import ReasoningSettings
-from services.reasoning.server import create_reasoning_service
-from services.retrieval.config import RetrievalSettings
-from services.retrieval.server import create_retrieval_service
 from support import job_finished
+from support.apps import asgi_client, gateway_app
+from support.servers import running_reasoning
+from support.standins import reasons_answer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DOCS = [
@@ -35,49 +30,24 @@ SLOW = {"reasoning_first_token_s": 120.0, "reasoning_generation_s": 120.0, "reas
         "reasoning_timeout_ms": 300000, "summary_timeout_s": 120.0}
 
 
-async def start_reasoning(**kw):
-    svc = await create_reasoning_service(ReasoningSettings(port=0, **kw.pop("settings", {})),
-                                         registry=CollectorRegistry(), **kw)
-    await svc.mesh.start()
-    await svc.mesh.set_serving(True)
-    return svc
-
-
-def app_for(embedding_port: int, retrieval_port: int, reasoning_targets: str, **settings):
-    s = GatewaySettings(embedding_target=f"127.0.0.1:{embedding_port}", retrieval_target=f"127.0.0.1:{retrieval_port}",
-                        reasoning_targets=reasoning_targets, **settings)
-    mesh = build_mesh(s, cache=LocalLruCache(100))
-    return create_app(s, mesh)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def catalog(embedding_service, tmp_path_factory):
-    settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("gw-r")),
-                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
-    svc = await create_retrieval_service(settings, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    app = app_for(embedding_service.port, svc.port, "127.0.0.1:1")
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
-            assert (await http.post("/v1/collections", json={"name": "rec", "fields": {"category": "keyword"}}
-                                    )).status_code == 201
-            job = (await http.post("/v1/collections/rec/documents", json={"documents": DOCS})).json()
-            assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
-    yield embedding_service.port, svc.port
-    await svc.close()
+async def catalog(embedding_service, retrieval_port):
+    """Collection "rec" holding DOCS; (the embedding port, the retrieval port)."""
+    app = gateway_app(embedding_service.port, retrieval_port, reasoning_targets="127.0.0.1:1")
+    async with asgi_client(app) as http:
+        assert (await http.post("/v1/collections", json={"name": "rec", "fields": {"category": "keyword"}}
+                                )).status_code == 201
+        job = (await http.post("/v1/collections/rec/documents", json={"documents": DOCS})).json()
+        assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
+    return embedding_service.port, retrieval_port
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def real_gw(catalog, llm_server):
-    reasoning = await start_reasoning(settings={"backend_url": llm_server.base_url})
-    await reasoning.warm_up()
-    app = app_for(*catalog, f"127.0.0.1:{reasoning.port}", **SLOW)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw",
-                                     timeout=300) as http:
+    async with running_reasoning(backend_url=llm_server.base_url) as reasoning:
+        app = gateway_app(*catalog, reasoning_targets=f"127.0.0.1:{reasoning.port}", **SLOW)
+        async with asgi_client(app, timeout=300) as http:
             yield http
-    await reasoning.close()
 
 
 def parse_sse(text: str) -> list[tuple[str, dict]]:
@@ -164,13 +134,13 @@ async def test_bad_llm_requests_are_400(real_gw):
 
 async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
     standins = [ChatStandIn([{"chunks": ["네"]}]) for _ in range(3)]
-    services = [await start_reasoning(backends=[OpenAIBackend("s", s.url, "standin")],
-                                      settings={"instance_name": f"inst-{i}"}) for i, s in enumerate(standins)]
-    targets = ",".join(f"127.0.0.1:{svc.port}" for svc in services)
-    app = app_for(*catalog, targets)
     try:
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        async with AsyncExitStack() as stack:
+            services = [await stack.enter_async_context(running_reasoning(
+                [OpenAIBackend("s", s.url, "standin")], cold=True, instance_name=f"inst-{i}"))
+                for i, s in enumerate(standins)]
+            targets = ",".join(f"127.0.0.1:{svc.port}" for svc in services)
+            async with asgi_client(gateway_app(*catalog, reasoning_targets=targets)) as http:
                 seen: dict[str, set[str]] = {}
                 for turn in range(4):
                     for session in ("alpha", "beta", "gamma", "delta", "omega", "sigma"):
@@ -184,17 +154,8 @@ async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
                 assert r.status_code == 200 and r.json()["reasons_status"] == "failed"
                 assert r.json()["cards"] and r.json()["reasons_error"].startswith("ABORTED")
     finally:
-        for svc in services:
-            await svc.close()
         for s in standins:
             s.close()
-
-
-def reasons_answer(**cards: tuple[str, str]) -> dict:
-    """A stand-in's script entry: a reasons JSON answer, streamed in two pieces."""
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
-                      ensure_ascii=False)
-    return {"chunks": [text[:40], text[40:]]}
 
 
 async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
@@ -204,14 +165,13 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
             "r3": ("이직을 꿈꾸는 친구에게 건네는 실용적인 선물", "밖에 나가기 어려운 날 차분히 앉아 다음 도전을 "
                    "준비하게 돕습니다. 실전 감각을 미리 익혀 두면 자신감이 생깁니다.")}
     copy = ("장마철 우산과 방수 장화 세트", "장마철 우산과 방수 장화 세트, 잡화로 분류된 상품입니다.")
-    first, again = reasons_answer(r1=good["r1"], r2=copy, r3=good["r3"]), reasons_answer(r2=copy)
+    first = reasons_answer(split_at=40, r1=good["r1"], r2=copy, r3=good["r3"])
+    again = reasons_answer(split_at=40, r2=copy)
     standin = ChatStandIn([first, again, first, again])  # the JSON route's two calls, then the stream's
-    svc = await start_reasoning(backends=[OpenAIBackend("s", standin.url, "standin")])
-    app = app_for(*catalog, f"127.0.0.1:{svc.port}")
     body = {"collection": "rec", "query": "비 오는 날 선물", "top_k": 3}
     try:
-        async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            async with asgi_client(gateway_app(*catalog, reasoning_targets=f"127.0.0.1:{svc.port}")) as http:
                 r = await http.post("/v1/recommendations", json=body)
                 assert r.status_code == 200 and r.json()["reasons_status"] == "ok", r.text
                 cards = {c["id"]: c for c in r.json()["cards"]}
@@ -234,5 +194,4 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert [x["id"] for x in events[4][1]["reasons"]] == [c["id"] for c in events[0][1]["cards"]]
                 assert events[-1][1]["usage"]["llm_calls"] == 2
     finally:
-        await svc.close()
         standin.close()

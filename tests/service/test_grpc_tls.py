@@ -5,10 +5,11 @@ from prometheus_client import CollectorRegistry
 
 from clients.channels import aio_channel
 from clients.health import check_health
-from pki_support import write_pki
 from services.bootstrap.server import create_server
 from services.runtime.errors import StartupError
 from services.runtime.settings import ServiceSettings
+from support.pki import write_pki
+from support.servers import running_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -18,11 +19,9 @@ def pki(tmp_path_factory):
     return write_pki(tmp_path_factory.mktemp("pki"))
 
 
-async def _serving(settings: ServiceSettings):
-    mesh = await create_server(settings, [], registry=CollectorRegistry())
-    await mesh.start()
-    await mesh.set_serving(True)
-    return mesh
+async def _bare(settings: ServiceSettings):
+    """A created server with no service behind it."""
+    return await create_server(settings, [], registry=CollectorRegistry())
 
 
 async def _health(port: int) -> str:
@@ -31,9 +30,9 @@ async def _health(port: int) -> str:
 
 
 async def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_ca(pki, monkeypatch):
-    mesh = await _serving(ServiceSettings(port=0, tls_cert_file=pki["server"], tls_key_file=pki["server_key"],
-                                          tls_client_ca_file=pki["ca"], reflection=False))
-    try:
+    settings = ServiceSettings(port=0, tls_cert_file=pki["server"], tls_key_file=pki["server_key"],
+                               tls_client_ca_file=pki["ca"], reflection=False)
+    async with running_server(await _bare(settings)) as mesh:
         monkeypatch.delenv("MESH_GRPC_TLS_CA_FILE", raising=False)
         assert await _health(mesh.port) == "UNREACHABLE"  # plaintext cannot talk to a TLS port
         monkeypatch.setenv("MESH_GRPC_TLS_CA_FILE", str(pki["ca"]))
@@ -41,22 +40,17 @@ async def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_ca(pki
         monkeypatch.setenv("MESH_GRPC_TLS_CERT_FILE", str(pki["client"]))
         monkeypatch.setenv("MESH_GRPC_TLS_KEY_FILE", str(pki["client_key"]))
         assert await _health(mesh.port) == "SERVING"
-    finally:
-        await mesh.stop(0.1)
 
 
 async def test_tls_without_client_certificates_and_plaintext_by_default(pki, monkeypatch):
-    tls = await _serving(ServiceSettings(port=0, tls_cert_file=pki["server"], tls_key_file=pki["server_key"]))
-    plain = await _serving(ServiceSettings(port=0))
-    try:
+    tls_settings = ServiceSettings(port=0, tls_cert_file=pki["server"], tls_key_file=pki["server_key"])
+    async with running_server(await _bare(tls_settings)) as tls, \
+            running_server(await _bare(ServiceSettings(port=0))) as plain:
         monkeypatch.setenv("MESH_GRPC_TLS_CA_FILE", str(pki["ca"]))
         assert await _health(tls.port) == "SERVING"
         monkeypatch.delenv("MESH_GRPC_TLS_CA_FILE")
         assert await _health(plain.port) == "SERVING"
         assert await _health(tls.port) == "UNREACHABLE"
-    finally:
-        await tls.stop(0.1)
-        await plain.stop(0.1)
 
 
 async def test_half_a_tls_configuration_is_a_startup_error(pki):

@@ -11,42 +11,26 @@ import asyncio
 import logging
 
 import grpc
-import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mesh.ocr.v1 import ocr_pb2 as opb
 from mesh.ocr.v1 import ocr_pb2_grpc as opb_grpc
 from mesh.retrieval.v1 import retrieval_pb2 as rpb
 from mesh.retrieval.v1 import retrieval_pb2_grpc as rpb_grpc
-from prometheus_client import CollectorRegistry
 
 from bench.standin import ChatStandIn
 from clients import health as names
-from services.ocr.config import OcrSettings
-from services.ocr.server import create_ocr_service
 from services.reasoning.backends.openai_http import OpenAIBackend
-from services.reasoning.config import ReasoningSettings
-from services.reasoning.server import create_reasoning_service
-from services.retrieval.config import RetrievalSettings
-from services.retrieval.server import create_retrieval_service
 from services.runtime.processes import start_redis, stop_process
 from support import eventually_async, free_port
-from tests.conftest import make_settings
+from support.apps import asgi_client, gateway_app
+from support.servers import running_embedding, running_ocr, running_reasoning, running_retrieval
+from support.waiting import health_becomes
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 PROBE_S = 0.2  # health_interval_s in these tests
-
-
-async def wait_health(channel: grpc.aio.Channel, service: str, want: int, timeout_s: float = 20.0) -> None:
-    """Return when ``service`` reports ``want`` (Watch streams every change); fail on the deadline."""
-    call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=service),
-                                                     timeout=timeout_s)
-    async for resp in call:
-        if resp.status == want:
-            call.cancel()
-            return
 
 
 async def status(channel: grpc.aio.Channel, service: str) -> int:
@@ -57,50 +41,45 @@ async def status(channel: grpc.aio.Channel, service: str) -> int:
 
 async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, caplog):
     port = free_port()
-    settings = OcrSettings(port=0, metrics_port=-1, engines=1, job_workers=1, redis_url=f"redis://127.0.0.1:{port}/0",
-                           redis_timeout_s=0.5, health_interval_s=PROBE_S)
-    service = await create_ocr_service(settings, registry=CollectorRegistry())
-    await service.mesh.start()
     caplog.set_level(logging.INFO)
-    await service.warm_up()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     redis = None
-    try:
-        stub = opb_grpc.OcrServiceStub(channel)
-        assert await status(channel, "") == SERVING and await status(channel, names.OCR) == SERVING
-        assert await status(channel, names.OCR_JOBS) == NOT_SERVING
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
-        assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-        extracted = await stub.Extract(opb.ExtractRequest(content=_png()), timeout=30)
-        assert extracted.pages[0].engine  # Extract answers with Redis down
+    async with running_ocr(engines=1, job_workers=1, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout_s=0.5,
+                           health_interval_s=PROBE_S) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        try:
+            stub = opb_grpc.OcrServiceStub(channel)
+            assert await status(channel, "") == SERVING and await status(channel, names.OCR) == SERVING
+            assert await status(channel, names.OCR_JOBS) == NOT_SERVING
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            extracted = await stub.Extract(opb.ExtractRequest(content=_png()), timeout=30)
+            assert extracted.pages[0].engine  # Extract answers with Redis down
 
-        assert await healthcheck_cli(service.port, names.OCR_JOBS) == (1, "NOT_SERVING")
-        redis, _ = start_redis(tmp_path / "redis", port)
-        await wait_health(channel, names.OCR_JOBS, SERVING)
-        assert await healthcheck_cli(service.port, names.OCR_JOBS) == (0, "SERVING")
-        job = await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
+            assert await healthcheck_cli(service.port, names.OCR_JOBS) == (1, "NOT_SERVING")
+            redis, _ = start_redis(tmp_path / "redis", port)
+            await health_becomes(channel, names.OCR_JOBS, SERVING)
+            assert await healthcheck_cli(service.port, names.OCR_JOBS) == (0, "SERVING")
+            job = await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
 
-        async def job_state():  # the job workers resumed by themselves (polling is the jobs API)
-            return (await stub.GetJob(opb.GetJobRequest(job_id=job.job.job_id), timeout=5)).job
+            async def job_state():  # the job workers resumed by themselves (polling is the jobs API)
+                return (await stub.GetJob(opb.GetJobRequest(job_id=job.job.job_id), timeout=5)).job
 
-        state = await eventually_async(job_state, lambda j: j.state in (opb.JOB_STATE_SUCCEEDED, opb.JOB_STATE_FAILED),
-                                       what="the OCR job finished")
-        assert state.state == opb.JOB_STATE_SUCCEEDED, state
+            finished = (opb.JOB_STATE_SUCCEEDED, opb.JOB_STATE_FAILED)
+            state = await eventually_async(job_state, lambda j: j.state in finished, what="the OCR job finished")
+            assert state.state == opb.JOB_STATE_SUCCEEDED, state
 
-        stop_process(redis, 5)
-        await wait_health(channel, names.OCR_JOBS, NOT_SERVING)
-        assert await status(channel, names.OCR) == SERVING
-        # Ten probe rounds and worker retries with Redis down: the log must not grow with them.
-        await probe_rounds(service.mesh.monitor, 10)
-        downs = [r for r in caplog.records if "dependency redis is down" in r.getMessage()]
-        assert len(downs) == 2, [r.getMessage() for r in downs]  # once at start, once after the kill
-        assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "heartbeat" in r.getMessage()]
-    finally:
-        if redis is not None:
             stop_process(redis, 5)
-        await channel.close()
-        await service.close()
+            await health_becomes(channel, names.OCR_JOBS, NOT_SERVING)
+            assert await status(channel, names.OCR) == SERVING
+            # Ten probe rounds and worker retries with Redis down: the log must not grow with them.
+            await probe_rounds(service.mesh.monitor, 10)
+            downs = [r for r in caplog.records if "dependency redis is down" in r.getMessage()]
+            assert len(downs) == 2, [r.getMessage() for r in downs]  # once at start, once after the kill
+            assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "heartbeat" in r.getMessage()]
+        finally:
+            if redis is not None:
+                stop_process(redis, 5)
 
 
 async def probe_rounds(monitor, rounds: int, timeout_s: float = 30.0) -> None:
@@ -149,87 +128,52 @@ async def test_reasoning_is_serving_only_while_a_backend_answers():
     port = free_port()
     backends = [OpenAIBackend("down", f"http://127.0.0.1:{free_port()}/v1", "standin"),
                 OpenAIBackend("later", f"http://127.0.0.1:{port}/v1", "standin")]
-    settings = ReasoningSettings(port=0, metrics_port=-1, health_interval_s=PROBE_S)
-    service = await create_reasoning_service(settings, backends=backends, registry=CollectorRegistry())
-    await service.mesh.start()
-    await service.warm_up()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     standin = None
-    try:
-        assert await status(channel, "") == NOT_SERVING and await status(channel, names.REASONING) == NOT_SERVING
-        standin = ChatStandIn([{"chunks": ["네"]}], port=port)  # the fallback comes up: "any" backend suffices
-        await wait_health(channel, names.REASONING, SERVING)
-        assert await status(channel, "") == SERVING
-        standin.close()
-        standin = None
-        await wait_health(channel, names.REASONING, NOT_SERVING)
-    finally:
-        if standin is not None:
+    async with running_reasoning(backends, health_interval_s=PROBE_S) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        try:
+            assert await status(channel, "") == NOT_SERVING and await status(channel, names.REASONING) == NOT_SERVING
+            standin = ChatStandIn([{"chunks": ["네"]}], port=port)  # the fallback comes up: "any" backend suffices
+            await health_becomes(channel, names.REASONING, SERVING)
+            assert await status(channel, "") == SERVING
             standin.close()
-        await channel.close()
-        await service.close()
+            standin = None
+            await health_becomes(channel, names.REASONING, NOT_SERVING)
+        finally:
+            if standin is not None:
+                standin.close()
 
 
 async def test_retrieval_keyword_serves_without_embedding_and_dense_follows_it(tmp_path, model_dir):
-    from services.embedding.server import create_embedding_service
-
     port = free_port()
-
-    async def embedding_up():
-        svc = await create_embedding_service(make_settings(model_dir, port=port), registry=CollectorRegistry())
-        await svc.mesh.start()
-        await svc.warm_up()
-        return svc
-
-    settings = RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(tmp_path / "q"),
-                                 embedding_target=f"127.0.0.1:{port}", health_interval_s=PROBE_S)
-    service = await create_retrieval_service(settings, registry=CollectorRegistry())
-    await service.mesh.start()
-    await service.warm_up()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    embedding = None
-    try:
+    async with running_retrieval(tmp_path / "q", port, health_interval_s=PROBE_S) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         assert await status(channel, names.RETRIEVAL) == SERVING  # keyword search needs nothing else
         assert await status(channel, names.RETRIEVAL_DENSE) == NOT_SERVING
         assert await status(channel, names.RETRIEVAL_INGEST) == NOT_SERVING
-        embedding = await embedding_up()
-        await wait_health(channel, names.RETRIEVAL_DENSE, SERVING)
-        assert await status(channel, names.RETRIEVAL_INGEST) == SERVING
-        stub = rpb_grpc.RetrievalServiceStub(channel)
-        await stub.CreateCollection(rpb.CreateCollectionRequest(name="h"), timeout=30)
-        await stub.UpsertDocuments(rpb.UpsertDocumentsRequest(collection="h", documents=[
-            rpb.Document(id="1", text="원목 캠핑 테이블")]), timeout=30)
+        async with running_embedding(model_dir, port=port):
+            await health_becomes(channel, names.RETRIEVAL_DENSE, SERVING)
+            assert await status(channel, names.RETRIEVAL_INGEST) == SERVING
+            stub = rpb_grpc.RetrievalServiceStub(channel)
+            await stub.CreateCollection(rpb.CreateCollectionRequest(name="h"), timeout=30)
+            await stub.UpsertDocuments(rpb.UpsertDocumentsRequest(collection="h", documents=[
+                rpb.Document(id="1", text="원목 캠핑 테이블")]), timeout=30)
 
-        await embedding.close()
-        embedding = None
-        await wait_health(channel, names.RETRIEVAL_DENSE, NOT_SERVING)
+        await health_becomes(channel, names.RETRIEVAL_DENSE, NOT_SERVING)
         assert await status(channel, names.RETRIEVAL) == SERVING
         resp = await stub.Search(rpb.SearchRequest(collection="h", query="캠핑 테이블", mode=rpb.SEARCH_MODE_KEYWORD),
                                  timeout=10)
         assert resp.hits[0].id == "1"
-        embedding = await embedding_up()  # back by itself, no restart of retrieval
-        await wait_health(channel, names.RETRIEVAL_DENSE, SERVING)
-    finally:
-        if embedding is not None:
-            await embedding.close()
-        await channel.close()
-        await service.close()
+        async with running_embedding(model_dir, port=port):  # back by itself, no restart of retrieval
+            await health_becomes(channel, names.RETRIEVAL_DENSE, SERVING)
 
 
 async def test_gateway_readyz_reports_every_dependency_through_the_clients(embedding_service, tmp_path):
-    from tests.service.test_gateway import make_app
-
-    settings = RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(tmp_path / "q"),
-                                 embedding_target=f"127.0.0.1:{embedding_service.port}", health_interval_s=PROBE_S)
-    retrieval = await create_retrieval_service(settings, registry=CollectorRegistry())
-    await retrieval.mesh.start()
-    await retrieval.warm_up()
-    try:
+    async with running_retrieval(tmp_path / "q", embedding_service.port, health_interval_s=PROBE_S) as retrieval:
         dead = f"127.0.0.1:{free_port()}"
         for target, status_, code in ((f"127.0.0.1:{embedding_service.port}", "ok", 200), (dead, "degraded", 200)):
-            app = make_app(target, retrieval.port, ocr_target=dead, reasoning_targets=dead)
-            async with app.router.lifespan_context(app), httpx.AsyncClient(
-                    transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+            app = gateway_app(target, retrieval.port, ocr_target=dead, reasoning_targets=dead)
+            async with asgi_client(app) as http:
                 r = await http.get("/readyz")
                 body = r.json()
                 assert r.status_code == code and body["status"] == status_, body
@@ -237,10 +181,6 @@ async def test_gateway_readyz_reports_every_dependency_through_the_clients(embed
                 assert body["services"]["embedding"] == ("SERVING" if status_ == "ok" else "UNREACHABLE")
                 assert body["services"]["ocr"] == body["services"]["ocr.jobs"] == "UNREACHABLE"
                 assert body["services"]["reasoning"] == "UNREACHABLE" and body["services"]["cache"] == "SERVING"
-        app = make_app(f"127.0.0.1:{embedding_service.port}", free_port())  # retrieval down: not ready
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        async with asgi_client(gateway_app(embedding_service.port, free_port())) as http:  # retrieval down: not ready
             r = await http.get("/readyz")
             assert r.status_code == 503 and r.json()["status"] == "unavailable"
-    finally:
-        await retrieval.close()

@@ -16,6 +16,7 @@ import pytest
 
 from services.runtime.jobs import JobContext, JobNotFound, JobRecord
 from support.jobs import GatedHandler, ObservedRedisJobs
+from support.waiting import eventually_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -25,6 +26,15 @@ def pair(redis_url: str, a: GatedHandler, b: GatedHandler, **options) -> tuple[O
     ns = f"test-{uuid.uuid4().hex[:8]}"
     return (ObservedRedisJobs({"ingest": a}, redis_url, ns, **options),
             ObservedRedisJobs({"ingest": b}, redis_url, ns, **options))
+
+
+async def paused_on(jobs: ObservedRedisJobs, handler: GatedHandler, **submit) -> JobRecord:
+    """A job submitted to ``jobs``, whose workers then start and run it until ``handler`` (``jobs``' handler)
+    stops at its pause point; the job's record as submitted."""
+    record = await jobs.submit("ingest", "books", b"x", **submit)
+    await jobs.start()
+    await asyncio.wait_for(handler.reached.wait(), 20)
+    return record
 
 
 async def test_a_job_submitted_on_one_instance_is_seen_cancelled_and_run_by_another(redis_url):
@@ -55,9 +65,7 @@ async def test_an_instance_that_closes_mid_job_gives_it_up_and_another_resumes_i
     first, second = GatedHandler(4, pause_at=2), GatedHandler(4)
     a, b = pair(redis_url, first, second, lease_s=60.0)  # a long lease: only close() can give it up this fast
     try:
-        record = await a.submit("ingest", "books", b"x", total=4)
-        await a.start()
-        await asyncio.wait_for(first.reached.wait(), 20)
+        record = await paused_on(a, first, total=4)
         midway = await b.get(record.id)
         assert midway.state == "running" and midway.resume == 2 and midway.attempts == 1
         await a.close()  # stops its workers and deletes its lease: its running job is an orphan now
@@ -76,9 +84,7 @@ async def test_a_live_instance_keeps_its_jobs(redis_url, heartbeat_lost):
     first, second = GatedHandler(2, pause_at=1), GatedHandler(2)
     a, b = pair(redis_url, first, second, lease_s=3.0 if heartbeat_lost else 60.0)
     try:
-        record = await a.submit("ingest", "books", b"x")
-        await a.start()
-        await asyncio.wait_for(first.reached.wait(), 20)
+        record = await paused_on(a, first)
         if heartbeat_lost:
             a._tasks[0].cancel()  # a's heartbeat stops: its beats are missed, its last lease still runs
         await b.start()
@@ -95,9 +101,7 @@ async def test_a_job_of_an_instance_that_died_is_resumed_once_its_lease_lapses(r
     first, second = GatedHandler(3, pause_at=1), GatedHandler(3)
     a, b = pair(redis_url, first, second, lease_s=0.6)
     try:
-        record = await a.submit("ingest", "books", b"x")
-        await a.start()
-        await asyncio.wait_for(first.reached.wait(), 20)
+        record = await paused_on(a, first)
         await b.start()
         # a dies: its workers and heartbeat stop, but nobody deletes its lease (what a SIGKILL leaves)
         await _die(a)
@@ -181,9 +185,7 @@ async def test_a_runner_stalled_past_its_lease_has_its_late_writes_refused(redis
     first, second = GatedHandler(3, pause_at=1), GatedHandler(3)
     a, b = pair(redis_url, first, second, lease_s=0.6)
     try:
-        record = await a.submit("ingest", "books", b"x")
-        await a.start()
-        await asyncio.wait_for(first.reached.wait(), 20)
+        record = await paused_on(a, first)
         a._tasks[0].cancel()  # a stalls: no heartbeat, its worker parked at the gate
         await b.start()  # b's heartbeat finds a's lease lapsed and takes the job over
         done = await b.finished(record.id)
@@ -211,11 +213,8 @@ async def test_three_instances_one_dies_every_job_completes_exactly_once(redis_u
         for h in handlers[1:]:
             h.gate.set()
         for r in records:
-            for _ in range(200):
-                final = await stores[1].get(r.id)
-                if final.state == "succeeded":
-                    break
-                await asyncio.sleep(0.1)
+            final = await eventually_async(lambda r=r: stores[1].get(r.id), lambda rec: rec.state == "succeeded",
+                                           timeout_s=20, every_s=0.1, what=f"job {r.id} succeeded")
             assert final.state == "succeeded" and final.done == 4, final
         completions = sum((s.completions for s in stores), start=Counter())
         assert all(completions[r.id] == 1 for r in records), completions

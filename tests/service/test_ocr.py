@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import struct
 import zlib
@@ -15,39 +14,30 @@ from grpc_status import rpc_status
 from mesh.ocr.v1 import ocr_pb2 as pb
 from mesh.ocr.v1 import ocr_pb2_grpc as pb_grpc
 from PIL import Image
-from prometheus_client import CollectorRegistry
 
 from bench.ocr_set import build_set, cer
-from services.ocr.config import OcrSettings
 from services.ocr.extractor import ExtractOptions
-from services.ocr.server import OcrService, create_ocr_service
 from services.ocr.vlm import OpenAIVisionReader
+from support import eventually_async
+from support.servers import running_ocr
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SAMPLES = {s.name: s for s in build_set(per_category=2)}
 
 
-def settings(redis_url: str, **overrides) -> OcrSettings:
+def settings(redis_url: str, **overrides) -> dict:
+    """OcrSettings fields of these tests' services (for :func:`support.servers.running_ocr`)."""
     base = dict(host="127.0.0.1", port=0, metrics_port=-1, engines=1, redis_url=redis_url, job_workers=1,
                 max_bytes=3_000_000, max_pixels=20_000_000, max_pages=6)
     base.update(overrides)
-    return OcrSettings(**base)
-
-
-async def started(s: OcrSettings, **kw) -> OcrService:
-    service = await create_ocr_service(s, registry=CollectorRegistry(), **kw)
-    await service.mesh.start()
-    await service.warm_up()
-    return service
+    return base
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def ocr(redis_url):
-    service = await started(settings(redis_url))
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    yield pb_grpc.OcrServiceStub(channel), service
-    await channel.close()
-    await service.close()
+    async with running_ocr(**settings(redis_url)) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        yield pb_grpc.OcrServiceStub(channel), service
 
 
 def pdf_of(*images: Image.Image) -> bytes:
@@ -151,23 +141,24 @@ async def test_pdf_pages_and_sync_page_limit(ocr):
 
 async def _wait_done(stub, job_id: str, timeout_s: float = 90) -> pb.Job:
     seen = []
-    for _ in range(int(timeout_s * 10)):
-        job = (await stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=5)).job
-        seen.append(job.pages_done)
-        if job.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED):
-            assert seen == sorted(seen)  # progress never goes back
-            return job
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+    async def job() -> pb.Job:
+        got = (await stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=5)).job
+        seen.append(got.pages_done)
+        return got
+
+    done = await eventually_async(job, lambda j: j.state in (pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED),
+                                  timeout_s=timeout_s, every_s=0.1, what=f"job {job_id} finished")
+    assert seen == sorted(seen)  # progress never goes back
+    return done
 
 
 async def test_job_lifecycle_across_instances(ocr, redis_url):
     stub, _ = ocr
     # A second instance with no workers takes the submission; the first instance's worker runs it.
-    front = await started(settings(redis_url, job_workers=0))
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
-    front_stub = pb_grpc.OcrServiceStub(channel)
-    try:
+    async with running_ocr(**settings(redis_url, job_workers=0)) as front, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{front.port}") as channel:
+        front_stub = pb_grpc.OcrServiceStub(channel)
         a, b, c = SAMPLES["paragraph-00"], SAMPLES["receipt-01"], SAMPLES["cover-00"]
         submitted = (await front_stub.SubmitJob(pb.SubmitJobRequest(contents=[pdf_of(a.image, b.image), c.png()]),
                                                 timeout=30)).job
@@ -182,9 +173,6 @@ async def test_job_lifecycle_across_instances(ocr, redis_url):
         assert [p.index for p in result.pages] == [0, 1, 2]
         for page, sample in zip(result.pages, (a, b, c), strict=True):
             assert page.text and cer(sample.truth, page.text) < 0.5
-    finally:
-        await channel.close()
-        await front.close()
 
 
 async def test_job_errors(ocr):
@@ -208,9 +196,7 @@ async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
     # job; a "crashed" worker holds it on its running list under a lease that lapsed; a worker
     # started afterwards requeues it at start-up and finishes it.
     db = redis_url.rsplit("/", 1)[0] + "/3"
-    front = await started(settings(db, job_workers=0))
-    worker = None
-    try:
+    async with running_ocr(**settings(db, job_workers=0)) as front:
         job = await front.jobs.submit([SAMPLES["photo-00"].png()], ExtractOptions())
         store = front.jobs.store
         crashed = store.running_list("deadbeef0000")
@@ -218,16 +204,11 @@ async def test_job_of_a_crashed_instance_is_requeued_and_finishes(redis_url):
         assert moved.decode() == job["job_id"]
         await store.redis.zadd(store.leases, {"deadbeef0000": 1})  # its lease lapsed long ago
         assert (await front.jobs.status(job["job_id"]))["state"] == "QUEUED"
-        worker = await started(settings(db, job_workers=1))
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{front.port}")
-        done = await _wait_done(pb_grpc.OcrServiceStub(channel), job["job_id"])
-        await channel.close()
-        assert done.state == pb.JOB_STATE_SUCCEEDED and done.pages_done == 1
-        assert await store.redis.llen(crashed) == 0
-    finally:
-        await front.close()
-        if worker is not None:
-            await worker.close()
+        async with running_ocr(**settings(db, job_workers=1)):  # the worker
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{front.port}") as channel:
+                done = await _wait_done(pb_grpc.OcrServiceStub(channel), job["job_id"])
+            assert done.state == pb.JOB_STATE_SUCCEEDED and done.pages_done == 1
+            assert await store.redis.llen(crashed) == 0
 
 
 async def test_a_job_runs_in_its_own_trace_linked_to_the_submit_request(redis_url):
@@ -235,15 +216,12 @@ async def test_a_job_runs_in_its_own_trace_linked_to_the_submit_request(redis_ur
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from support import eventually_async
-
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     db = redis_url.rsplit("/", 1)[0] + "/5"  # own database: only this traced instance's worker takes the job
-    service = await started(settings(db, job_workers=1), tracer_provider=provider)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    try:
+    async with running_ocr(tracer_provider=provider, **settings(db, job_workers=1)) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         stub = pb_grpc.OcrServiceStub(channel)
         submitted = (await stub.SubmitJob(pb.SubmitJobRequest(contents=[SAMPLES["receipt-00"].png()]),
                                           timeout=30)).job
@@ -253,9 +231,6 @@ async def test_a_job_runs_in_its_own_trace_linked_to_the_submit_request(redis_ur
             return [s for s in exporter.get_finished_spans() if s.name == "ocr.job"]
 
         (job,) = await eventually_async(job_spans, bool, what="the ocr.job span ended")
-    finally:
-        await channel.close()
-        await service.close()
     (request,) = [s for s in exporter.get_finished_spans() if s.name.endswith("OcrService/SubmitJob")]
     assert job.parent is None and job.context.trace_id != request.context.trace_id
     assert [(link.context.trace_id, link.context.span_id) for link in job.links] == [
@@ -265,12 +240,11 @@ async def test_a_job_runs_in_its_own_trace_linked_to_the_submit_request(redis_ur
 
 async def test_vlm_fallback_only_when_tesseract_fails(redis_url, vision_standin):
     reader = OpenAIVisionReader(vision_standin.url, "standin-vlm")
-    service = await started(settings(redis_url, job_workers=0, vlm_timeout_s=2.0), reader=reader)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    stub = pb_grpc.OcrServiceStub(channel)
     blank = io.BytesIO()
     Image.new("RGB", (320, 200), (250, 250, 250)).save(blank, format="PNG")
-    try:
+    async with running_ocr(reader=reader, **settings(redis_url, job_workers=0, vlm_timeout_s=2.0)) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        stub = pb_grpc.OcrServiceStub(channel)
         ok = await stub.Extract(pb.ExtractRequest(content=SAMPLES["paragraph-00"].png()), timeout=30)
         assert ok.pages[0].engine == pb.ENGINE_TESSERACT and not vision_standin.requests
         resp = await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)
@@ -284,9 +258,6 @@ async def test_vlm_fallback_only_when_tesseract_fails(redis_url, vision_standin)
         vision_standin.stall_s = 4.0  # over the 2 s VLM timeout: Tesseract's (empty) answer stands
         slow = await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)
         assert slow.pages[0].engine == pb.ENGINE_TESSERACT and "timed out" in slow.pages[0].fallback_error
-    finally:
-        await channel.close()
-        await service.close()
 
 
 async def test_without_a_vlm_the_failure_is_reported(ocr):

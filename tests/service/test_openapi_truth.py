@@ -5,32 +5,24 @@ seed, a few per operation; operations with path parameters also with existing re
 to the real gateway (uvicorn on port 0) wired to the real embedding and retrieval services and a real
 Redis (cache and jobs); OCR and reasoning point at a closed port, so their operations answer as they do
 when those services are down. Only observed ⊆ documented is asserted: 422 stays documented on the
-frozen operations although the gateway answers 400 (the snapshot forbids removing it).
+frozen operations although the gateway answers 400 (the snapshot forbids removing it). The fixture
+``retrieval_port`` is in tests/service/conftest.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import httpx
 import hypothesis
 import hypothesis.errors
 import pytest
-import pytest_asyncio
 import schemathesis
-import uvicorn
 from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase, given
-from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
-from gateway.config import GatewaySettings
-from services.retrieval.config import RetrievalSettings
-from services.retrieval.server import create_retrieval_service
 from support import free_port, job_finished
+from support.apps import gateway_app, serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SEED = 20240607
@@ -40,25 +32,6 @@ DOCS = [
     {"id": "t2", "text": "파이썬으로 배우는 데이터 분석 입문", "payload": {"category": "IT"}},
 ]
 Observed = dict[str, dict[int, str]]  # "METHOD /path" -> status -> the first request that got it (curl)
-
-
-@asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[str]:
-    """``app`` under uvicorn on 127.0.0.1, port 0, on this event loop; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            task.result()  # raises what stopped it
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 def explore(base_url: str, path_values: dict[str, dict[str, str]] | None = None,
@@ -120,17 +93,6 @@ def naming(case, fields: dict[str, str]):
     return case
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def retrieval_port(embedding_service, tmp_path_factory):
-    settings = RetrievalSettings(port=0, qdrant_location=str(tmp_path_factory.mktemp("truth-q")),
-                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
-    svc = await create_retrieval_service(settings, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    yield svc.port
-    await svc.close()
-
-
 async def seed_resources(base_url: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
     """Two collections (one to delete), an ingest job, the model id: path values and body fields naming them."""
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
@@ -157,10 +119,9 @@ async def seed_resources(base_url: str) -> tuple[dict[str, dict[str, str]], dict
 
 async def test_every_observed_status_code_is_documented(embedding_service, retrieval_port, redis_url):
     closed = f"127.0.0.1:{free_port()}"
-    settings = GatewaySettings(embedding_target=f"127.0.0.1:{embedding_service.port}",
-                               retrieval_target=f"127.0.0.1:{retrieval_port}", ocr_target=closed,
-                               reasoning_targets=closed, redis_url=redis_url)
-    app = create_app(settings)
+    # Redis for the cache and the jobs, as the gateway chooses when a Redis is configured
+    app = gateway_app(embedding_service.port, retrieval_port, ocr_target=closed, reasoning_targets=closed,
+                      redis_url=redis_url)
     async with serving(app) as base_url:
         path_values, body_values = await seed_resources(base_url)
         observed, undocumented = await asyncio.to_thread(explore, base_url, path_values, body_values)

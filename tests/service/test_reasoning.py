@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import AsyncExitStack
 
 import grpc
 import pytest
@@ -16,7 +17,6 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 from mesh.reasoning.v1 import reasoning_pb2_grpc as pb_grpc
-from prometheus_client import CollectorRegistry
 
 from clients.errors import InvalidArgument
 from clients.reasoning import AsyncReasoningClient, Item, Options, Reason, ReasonsDone, ReasonsError, ReasonsRequest
@@ -24,10 +24,9 @@ from clients.reasoning import Timeouts as ClientTimeouts
 from services.reasoning.backends.base import INFLIGHT
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.checks import check_reason
-from services.reasoning.config import ReasoningSettings
-from services.reasoning.server import create_reasoning_service
 from support import eventually_async
-from support.standins import ObservedChatStandIn
+from support.servers import running_reasoning
+from support.standins import ObservedChatStandIn, reasons_answer, reasons_text
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = pb.Options(timeouts=pb.Timeouts(first_token_s=120, generation_s=120, total_s=240))
@@ -35,22 +34,11 @@ ITEMS = [pb.Item(id="b1", title="빗소리 도서관", description="장편소설
          pb.Item(id="b2", title="우산을 쓴 고양이", description="그림책")]
 
 
-async def start(backends=None, **overrides):
-    settings = ReasoningSettings(port=0, metrics_port=-1, **overrides)
-    svc = await create_reasoning_service(settings, backends=backends, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.mesh.set_serving(True)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}")
-    return svc, channel, pb_grpc.ReasoningServiceStub(channel)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def real_service(llm_server):
-    svc, channel, stub = await start(backend_url=llm_server.base_url)
-    await svc.warm_up()
-    yield stub, AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel)
-    await channel.close()
-    await svc.close()
+    async with running_reasoning(backend_url=llm_server.base_url) as svc, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
+        yield pb_grpc.ReasoningServiceStub(channel), AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel)
 
 
 @pytest.fixture
@@ -193,21 +181,20 @@ async def test_bad_input_is_invalid_argument_with_fields(real):
 @pytest_asyncio.fixture(loop_scope="session")
 async def standins():
     made: list[ObservedChatStandIn] = []
-    services = []
+    async with AsyncExitStack() as services:
 
-    async def make(*scripts: list[dict], client: bool = False, **overrides):
-        """A service over one stand-in per script: (its stub, or the typed client with ``client``; the stand-ins)."""
-        ins = [ObservedChatStandIn(s) for s in scripts]
-        made.extend(ins)
-        backends = [OpenAIBackend(f"s{i}", s.url, "standin") for i, s in enumerate(ins)]
-        svc, channel, stub = await start(backends, **overrides)
-        services.append((svc, channel))
-        return (AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel) if client else stub), ins
+        async def make(*scripts: list[dict], client: bool = False, **overrides):
+            """A service over one stand-in per script: (its stub, or the typed client with ``client``; the
+            stand-ins). Cold: a warm-up would take the first answer of a script."""
+            ins = [ObservedChatStandIn(s) for s in scripts]
+            made.extend(ins)
+            backends = [OpenAIBackend(f"s{i}", s.url, "standin") for i, s in enumerate(ins)]
+            svc = await services.enter_async_context(running_reasoning(backends, cold=True, **overrides))
+            channel = await services.enter_async_context(grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}"))
+            stub = pb_grpc.ReasoningServiceStub(channel)
+            return (AsyncReasoningClient(f"127.0.0.1:{svc.port}", channel=channel) if client else stub), ins
 
-    yield make
-    for svc, channel in services:
-        await channel.close()
-        await svc.close()
+        yield make
     for s in made:
         s.close()
 
@@ -303,13 +290,6 @@ async def test_batch_isolates_each_query(standins):
     assert (first.status, first.short, first.long) == ("failed", "", "") and "length" in first.violations
 
 
-def reasons_answer(**cards: tuple[str, str]) -> dict:
-    """A stand-in's script entry: a reasons JSON answer, streamed in two pieces."""
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
-                      ensure_ascii=False)
-    return {"chunks": [text[:30], text[30:]]}
-
-
 GOOD = {"b1": ("창밖 빗소리와 어울리는 잔잔한 소설",
                "조용히 흘러가는 성장 이야기라 비 오는 오후에 천천히 읽기 좋습니다. "
                "긴 장편이라 하루를 온전히 맡길 수 있습니다."),
@@ -331,8 +311,7 @@ async def test_each_card_carries_its_status_and_violations(standins):
 
 
 async def test_reasons_stream_sends_a_card_before_the_answer_ends(standins):
-    text = json.dumps({"reasons": [{"id": k, "short": sh, "long": lg} for k, (sh, lg) in GOOD.items()]},
-                      ensure_ascii=False)
+    text = reasons_text(**GOOD)
     cut = text.index('{"id": "b2"')
     # The stand-in stalls after the first card (until its client goes away).
     client, (s,) = await standins([{"chunks": [text[:cut], text[cut:]], "stall_after": 1}], client=True)

@@ -7,16 +7,13 @@ import pytest
 import pytest_asyncio
 from google.protobuf import struct_pb2
 from mesh.retrieval.v1 import retrieval_pb2 as pb
-from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
-from prometheus_client import CollectorRegistry
 
 from clients.errors import from_rpc_error
 from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, QueryVector, ReindexSummary, WriteSummary
 from services.bootstrap.errors import DependencyUnavailable
-from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
-from services.retrieval.server import create_retrieval_service
-from tests.support.waiting import eventually_async
+from support.servers import retrieval_stub
+from support.waiting import eventually_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -61,17 +58,11 @@ class SwitchableEmbedder(GrpcEmbedder):
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def retrieval(embedding_service, tmp_path_factory):
     embedder = SwitchableEmbedder(f"127.0.0.1:{embedding_service.port}")
-    settings = RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(tmp_path_factory.mktemp("qdrant")))
-    svc = await create_retrieval_service(settings, embedder=embedder, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}")
-    stub = pbg.RetrievalServiceStub(channel)
-    await stub.CreateCollection(pb.CreateCollectionRequest(name="books", fields=FIELDS), timeout=30)
-    await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="books", documents=documents()), timeout=30)
-    yield svc, stub, embedder
-    await channel.close()
-    await svc.close()
+    async with retrieval_stub(tmp_path_factory.mktemp("qdrant"), embedding_service.port, embedder=embedder) as (
+            svc, stub):
+        await stub.CreateCollection(pb.CreateCollectionRequest(name="books", fields=FIELDS), timeout=30)
+        await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="books", documents=documents()), timeout=30)
+        yield svc, stub, embedder
 
 
 async def search(stub, query, **kw):
@@ -299,14 +290,8 @@ async def _drain(call):
 
 
 async def test_persistent_local_path_survives_a_restart(embedding_service, tmp_path):
-    settings = RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(tmp_path / "q"),
-                                 embedding_target=f"127.0.0.1:{embedding_service.port}")
     for attempt in range(2):
-        svc = await create_retrieval_service(settings, registry=CollectorRegistry())
-        await svc.mesh.start()
-        await svc.warm_up()
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
-            stub = pbg.RetrievalServiceStub(channel)
+        async with retrieval_stub(tmp_path / "q", embedding_service.port) as (_, stub):
             if attempt == 0:
                 await stub.CreateCollection(pb.CreateCollectionRequest(name="kept", fields=FIELDS), timeout=30)
                 await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="kept", documents=documents()),
@@ -314,5 +299,4 @@ async def test_persistent_local_path_survives_a_restart(embedding_service, tmp_p
             else:
                 resp = await stub.Search(pb.SearchRequest(collection="kept", query="제주도 여행"), timeout=10)
                 assert resp.hits[0].id == "b6"
-        await svc.close()
 

@@ -7,11 +7,8 @@ embedding server, both on port 0.
 import grpc
 import pytest
 from mesh.retrieval.v1 import retrieval_pb2 as pb
-from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
-from prometheus_client import CollectorRegistry
 
-from services.retrieval.config import RetrievalSettings
-from services.retrieval.server import create_retrieval_service
+from support.servers import retrieval_stub
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -35,29 +32,6 @@ FUSIONS = [pb.FUSION_METHOD_UNSPECIFIED, pb.FUSION_METHOD_AUTO, pb.FUSION_METHOD
            pb.FUSION_METHOD_WEIGHTED]
 
 
-def settings_for(folder, embedding_service, **kw):
-    return RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(folder),
-                             embedding_target=f"127.0.0.1:{embedding_service.port}", **kw)
-
-
-class Running:
-    """One retrieval service started on port 0, with a stub."""
-
-    def __init__(self, settings):
-        self.settings = settings
-
-    async def __aenter__(self):
-        self.svc = await create_retrieval_service(self.settings, registry=CollectorRegistry())
-        await self.svc.mesh.start()
-        await self.svc.warm_up()
-        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.svc.port}")
-        return pbg.RetrievalServiceStub(self.channel)
-
-    async def __aexit__(self, *exc):
-        await self.channel.close()
-        await self.svc.close()
-
-
 async def fill(stub, name="shop"):
     await stub.CreateCollection(pb.CreateCollectionRequest(name=name), timeout=30)
     await stub.UpsertDocuments(pb.UpsertDocumentsRequest(
@@ -77,23 +51,22 @@ async def every_answer(stub):
 
 async def test_same_results_bit_for_bit_after_a_restart_and_the_same_order_on_the_other_engine(
         embedding_service, tmp_path):
-    settings = settings_for(tmp_path / "edge", embedding_service)
-    async with Running(settings) as stub:
+    async with retrieval_stub(tmp_path / "edge", embedding_service.port) as (_, stub):
         await fill(stub)
         before = await every_answer(stub)
-    async with Running(settings) as stub:
+    async with retrieval_stub(tmp_path / "edge", embedding_service.port) as (_, stub):
         after = await every_answer(stub)
     assert after == before
     ties = [hits for *_, hits in before if len({s for _, s, *_ in hits}) < len(hits)]
     assert ties, "the catalog should produce tied fused scores, or the test proves nothing about ties"
-    async with Running(settings_for(tmp_path / "client", embedding_service, qdrant_engine="client")) as stub:
+    async with retrieval_stub(tmp_path / "client", embedding_service.port, qdrant_engine="client") as (_, stub):
         await fill(stub)
         other = await every_answer(stub)
     assert [[h[0] for h in hits] for *_, hits in other] == [[h[0] for h in hits] for *_, hits in before]
 
 
 async def test_fusion_is_chosen_per_request_and_the_response_says_why(embedding_service, tmp_path):
-    async with Running(settings_for(tmp_path / "q", embedding_service)) as stub:
+    async with retrieval_stub(tmp_path / "q", embedding_service.port) as (_, stub):
         await fill(stub)
         default = await stub.Search(pb.SearchRequest(collection="shop", query="대용량 물"), timeout=10)
         assert default.fusion == pb.FUSION_METHOD_AUTO and default.fusion_reason.startswith("auto: ")
@@ -111,7 +84,7 @@ async def test_fusion_is_chosen_per_request_and_the_response_says_why(embedding_
 async def test_a_query_vector_needs_the_collections_revision(embedding_service, tmp_path):
     from clients import AsyncEmbeddingClient
 
-    async with Running(settings_for(tmp_path / "q", embedding_service)) as stub:
+    async with retrieval_stub(tmp_path / "q", embedding_service.port) as (_, stub):
         await fill(stub)
         revision = (await stub.GetCollection(pb.GetCollectionRequest(name="shop"), timeout=10)
                     ).collection.embedding_revision
@@ -134,12 +107,12 @@ async def test_a_query_vector_needs_the_collections_revision(embedding_service, 
 
 async def test_units_are_found_by_keyword_and_an_old_profile_collection_is_refused(embedding_service, tmp_path):
     folder = tmp_path / "q"
-    async with Running(settings_for(folder, embedding_service, term_profile="nouns+predicates")) as stub:
+    async with retrieval_stub(folder, embedding_service.port, term_profile="nouns+predicates") as (_, stub):
         await fill(stub)
         old = await stub.Search(pb.SearchRequest(collection="shop", query="리터는 몇 갤런인가요?",
                                                  mode=pb.SEARCH_MODE_KEYWORD), timeout=10)
         assert not old.hits  # the old profile drops 리터 and 갤런 (tagged NNB)
-    async with Running(settings_for(folder, embedding_service)) as stub:
+    async with retrieval_stub(folder, embedding_service.port) as (_, stub):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await stub.Search(pb.SearchRequest(collection="shop", query="리터", mode=pb.SEARCH_MODE_KEYWORD),
                               timeout=10)

@@ -17,13 +17,10 @@ import pytest
 import pytest_asyncio
 from google.protobuf import struct_pb2
 from mesh.retrieval.v1 import retrieval_pb2 as pb
-from mesh.retrieval.v1 import retrieval_pb2_grpc as pbg
-from prometheus_client import CollectorRegistry
 
 from clients.errors import from_rpc_error
-from services.retrieval.config import RetrievalSettings
 from services.retrieval.embedding_client import GrpcEmbedder
-from services.retrieval.server import create_retrieval_service
+from support.servers import retrieval_stub
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -95,14 +92,9 @@ def reindex_chunk(texts: list[str]) -> bool:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(embedding_service, tmp_path_factory):
     embedder = GatedEmbedder(f"127.0.0.1:{embedding_service.port}")
-    settings = RetrievalSettings(port=0, metrics_port=-1, qdrant_location=str(tmp_path_factory.mktemp("race")))
-    svc = await create_retrieval_service(settings, embedder=embedder, registry=CollectorRegistry())
-    await svc.mesh.start()
-    await svc.warm_up()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}")
-    yield svc, pbg.RetrievalServiceStub(channel), embedder
-    await channel.close()
-    await svc.close()
+    async with retrieval_stub(tmp_path_factory.mktemp("race"), embedding_service.port, embedder=embedder) as (
+            svc, stub):
+        yield svc, stub, embedder
 
 
 async def new_catalog(stub, name: str) -> pb.CollectionInfo:

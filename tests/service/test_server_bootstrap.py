@@ -14,12 +14,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from clients import AsyncEmbeddingClient, Overloaded, Unavailable
-from services.bootstrap.lifecycle import running
 from services.embedding.engine.base import EmbeddingEngine
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.errors import EngineUnavailable
 from services.embedding.server import create_embedding_service
-from tests.conftest import make_settings
+from support.embedding import embedding_settings
+from support.servers import running_embedding
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SERVICE = "mesh.embedding.v1.EmbeddingService"
@@ -48,7 +48,7 @@ async def health_status(port: int, service: str = "") -> int:
 
 
 async def test_health_is_not_serving_until_warm_then_serving_then_not_serving_on_stop(model_dir):
-    svc = await create_embedding_service(make_settings(model_dir), registry=CollectorRegistry())
+    svc = await create_embedding_service(embedding_settings(model_dir), registry=CollectorRegistry())
     await svc.mesh.start()  # by hand, not running(): the state between start and warm-up is what is checked
     try:
         assert await health_status(svc.port) == health_pb2.HealthCheckResponse.NOT_SERVING
@@ -71,8 +71,7 @@ async def test_reflection_lists_the_service(embedding_service):
 
 
 async def test_no_reflection_hides_the_schema_and_keeps_serving(model_dir):
-    svc = await create_embedding_service(make_settings(model_dir, reflection=False), registry=CollectorRegistry())
-    async with running(svc):
+    async with running_embedding(model_dir, reflection=False) as svc:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
             stub = reflection_pb2_grpc.ServerReflectionStub(channel)
             responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
@@ -87,9 +86,7 @@ async def test_spans_are_recorded_for_rpcs_but_not_health_checks(model_dir):
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    svc = await create_embedding_service(make_settings(model_dir), tracer_provider=provider,
-                                         registry=CollectorRegistry())
-    async with running(svc):
+    async with running_embedding(model_dir, tracer_provider=provider) as svc:
         async with AsyncEmbeddingClient(f"127.0.0.1:{svc.port}") as client:
             await client.embed(["추적되는 요청"])
         await health_status(svc.port)
@@ -110,9 +107,7 @@ async def test_metrics_endpoint_exposes_rpc_and_batch_metrics(embedding_service)
 
 async def test_full_queue_is_resource_exhausted_with_retry_info_and_engine_down_is_unavailable(model_dir):
     engine = SlowEngine(OnnxRuntimeEngine(model_dir, "int8", 1), delay_s=0.3)
-    svc = await create_embedding_service(make_settings(model_dir, max_batch_size=2, max_queue_texts=4),
-                                         engine=engine, registry=CollectorRegistry())
-    async with running(svc):
+    async with running_embedding(model_dir, engine=engine, max_batch_size=2, max_queue_texts=4) as svc:
         async with AsyncEmbeddingClient(f"127.0.0.1:{svc.port}", timeout_s=10) as client:
             calls = [asyncio.ensure_future(client.embed([f"요청 {i}", f"요청 {i}-2"])) for i in range(6)]
             results = await asyncio.gather(*calls, return_exceptions=True)

@@ -1,4 +1,5 @@
-"""What tests share: free ports, a real Redis, service processes, waiting without sleeps, stand-ins.
+"""What tests share: free ports, a real Redis, service processes, in-process servers (servers.py) and the
+gateway app (apps.py), waiting without sleeps, stand-ins, test settings, catalogs and a throwaway PKI.
 
 Importable from every test layer as ``support`` (pytest puts ``tests/``, the folder of the root
 conftest, on ``sys.path``) and never collected (tests/conftest.py ignores the folder; no ``test_*`` here).

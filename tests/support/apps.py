@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry.trace import TracerProvider
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
@@ -29,13 +30,18 @@ def target(where: str | int) -> str:
 
 
 def gateway_app(embedding: str | int, retrieval: str | int, cache: EmbeddingCache | None = None,
-                **settings: Any) -> FastAPI:
+                tracer_provider: TracerProvider | None = None, **settings: Any) -> FastAPI:
     """The gateway over the embedding and retrieval services at ``embedding`` / ``retrieval`` (targets or ports).
 
-    The cache is in process (an LRU) unless ``cache`` is given; ``settings`` are GatewaySettings fields.
+    ``settings`` are GatewaySettings fields. The cache is ``cache`` when given; else the Redis the settings
+    name (``redis_url``), as the gateway itself chooses; else in process (an LRU). ``tracer_provider``
+    traces the app and its job store.
     """
     config = GatewaySettings(embedding_target=target(embedding), retrieval_target=target(retrieval), **settings)
-    return create_app(config, build_mesh(config, cache=cache or LocalLruCache(1000)))
+    if cache is None and not config.redis_url:
+        cache = LocalLruCache(1000)
+    return create_app(config, build_mesh(config, cache=cache, tracer_provider=tracer_provider),
+                      tracer_provider=tracer_provider)
 
 
 @asynccontextmanager

@@ -18,19 +18,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def listening_socket() -> Iterator[socket.socket]:
-    """A TCP socket listening on 127.0.0.1 on a port the system chose, closed afterwards.
+def listening_socket(port: int = 0) -> Iterator[socket.socket]:
+    """A TCP socket listening on 127.0.0.1 on ``port`` (0: one the system chose), closed afterwards.
 
     For a port another program already holds, or a socket handed to a server (no race for the port).
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         sock.listen(1)
         yield sock
 
 
 @contextmanager
-def held_port() -> Iterator[int]:
-    """A port held by a plain listening socket for the block (another program on the port)."""
-    with listening_socket() as sock:
+def held_port(port: int = 0) -> Iterator[int]:
+    """A port (``port``, or one the system chose) held by a plain listening socket for the block
+    (another program on the port)."""
+    with listening_socket(port) as sock:
         yield sock.getsockname()[1]

@@ -1,10 +1,12 @@
 """Servers in the test's own process, on port 0, always stopped: the one way tests start them.
 
 A mesh service goes through :func:`services.bootstrap.lifecycle.running` (start, warm up, stop,
-release), as the process runner drives it; :func:`running_cold` is the same without the warm-up, for a
-service whose warm-up would spend a stand-in's scripted answer. Bare gRPC servers (a stand-in of a
-third-party API, a server of generic handlers) come from :func:`aio_grpc_server` and
-:func:`threaded_grpc_server`; the gateway app under uvicorn from :func:`support.apps.serving`.
+release), as the process runner drives it: :func:`running_embedding`, :func:`running_retrieval`,
+:func:`running_reasoning` and :func:`running_ocr` create one from settings and run it for a block;
+:func:`running_cold` is the same without the warm-up, for a service whose warm-up would spend a
+stand-in's scripted answer. Bare gRPC servers (a stand-in of a third-party API, a server of generic
+handlers) come from :func:`aio_grpc_server` and :func:`threaded_grpc_server`; the gateway app under
+uvicorn from :func:`support.apps.serving`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,14 @@ from prometheus_client import CollectorRegistry
 
 from services.bootstrap.lifecycle import MeshService, running, stop
 from services.bootstrap.server import MeshServer
+from support.embedding import embedding_settings
 
 if TYPE_CHECKING:
+    from mesh.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
+
+    from services.embedding.server import EmbeddingService
+    from services.ocr.server import OcrService
+    from services.reasoning.server import ReasoningService
     from services.retrieval.server import RetrievalService
 
 S = TypeVar("S", bound=MeshService)
@@ -73,6 +81,59 @@ async def running_retrieval(folder: Path | str, embedding_port: int, *, embedder
     config = RetrievalSettings(**{"port": 0, "metrics_port": -1, "qdrant_location": str(folder),
                                   "embedding_target": f"127.0.0.1:{embedding_port}", **settings})
     service = await create_retrieval_service(config, embedder=embedder, registry=CollectorRegistry())
+    async with running(service):
+        yield service
+
+
+@asynccontextmanager
+async def retrieval_stub(folder: Path | str, embedding_port: int, *, embedder: Any = None,
+                         **settings: Any) -> AsyncIterator[tuple[RetrievalService, RetrievalServiceStub]]:
+    """:func:`running_retrieval` and a stub on a channel to it, for the block: (the service, the stub)."""
+    from mesh.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
+
+    async with running_retrieval(folder, embedding_port, embedder=embedder, **settings) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        yield service, RetrievalServiceStub(channel)
+
+
+@asynccontextmanager
+async def running_embedding(model_dir: Path, *, engine: Any = None, tracer_provider: Any = None,
+                            **settings: Any) -> AsyncIterator[EmbeddingService]:
+    """An embedding service over the built model in ``model_dir`` (``settings``: see
+    :func:`support.embedding.embedding_settings`), through ``engine`` when one is given, running for the block."""
+    from services.embedding.server import create_embedding_service
+
+    service = await create_embedding_service(embedding_settings(model_dir, **settings), engine=engine,
+                                             tracer_provider=tracer_provider, registry=CollectorRegistry())
+    async with running(service):
+        yield service
+
+
+@asynccontextmanager
+async def running_reasoning(backends: list[Any] | None = None, *, cold: bool = False,
+                            **settings: Any) -> AsyncIterator[ReasoningService]:
+    """A reasoning service on port 0 (``settings``: ReasoningSettings fields) over ``backends`` (else the
+    backends its settings name), running for the block; ``cold``: without the warm-up (:func:`running_cold`)."""
+    from services.reasoning.config import ReasoningSettings
+    from services.reasoning.server import create_reasoning_service
+
+    config = ReasoningSettings(**{"port": 0, "metrics_port": -1, **settings})
+    service = await create_reasoning_service(config, backends=backends, registry=CollectorRegistry())
+    async with (running_cold if cold else running)(service):
+        yield service
+
+
+@asynccontextmanager
+async def running_ocr(*, reader: Any = None, tracer_provider: Any = None,
+                      **settings: Any) -> AsyncIterator[OcrService]:
+    """An OCR service on port 0 (``settings``: OcrSettings fields), with ``reader`` as its VLM fallback when
+    one is given, running for the block."""
+    from services.ocr.config import OcrSettings
+    from services.ocr.server import create_ocr_service
+
+    config = OcrSettings(**{"port": 0, "metrics_port": -1, **settings})
+    service = await create_ocr_service(config, reader=reader, tracer_provider=tracer_provider,
+                                       registry=CollectorRegistry())
     async with running(service):
         yield service
 

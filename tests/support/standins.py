@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -106,3 +107,15 @@ class ObservedChatStandIn(ChatStandIn):
     async def wait_cut_short(self, timeout_s: float = 10.0) -> bool:
         """Whether a backend request was cut short (waiting for it up to ``timeout_s``, off the event loop)."""
         return await asyncio.to_thread(self.cut_short.wait, timeout_s)
+
+
+def reasons_text(**cards: tuple[str, str]) -> str:
+    """A reasons JSON answer as an LLM writes it: card id -> (short, long), Korean left unescaped."""
+    return json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
+                      ensure_ascii=False)
+
+
+def reasons_answer(*, split_at: int = 30, **cards: tuple[str, str]) -> dict:
+    """A ChatStandIn script entry: :func:`reasons_text` of ``cards`` streamed in two pieces cut at ``split_at``."""
+    text = reasons_text(**cards)
+    return {"chunks": [text[:split_at], text[split_at:]]}

@@ -8,12 +8,12 @@ A comes back; both report the same finished job and the collection holds every d
 
 import os
 import signal
-import time
 
 import httpx
 import pytest
 
 from services.runtime.processes import start_process, start_redis, stop_process
+from support import eventually
 
 pytestmark = pytest.mark.slow
 DOCS = 1200
@@ -26,13 +26,9 @@ def gateway(emb: int, ret: int, redis_url: str):
 
 
 def wait_for(http: httpx.Client, job_id: str, until, timeout_s: float = 120.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = http.get(f"/v1/jobs/{job_id}").json()
-        if until(job):
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job never reached the expected state: {job}")
+    """The job's body once ``until`` holds for it (polled: the jobs API is the only view)."""
+    return eventually(lambda: http.get(f"/v1/jobs/{job_id}").json(), until, timeout_s=timeout_s,
+                      what="job reached the expected state")
 
 
 def test_a_job_survives_its_gateway_and_both_gateways_report_it(tmp_path):

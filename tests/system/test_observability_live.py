@@ -28,7 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from bench.standin import ChatStandIn, OtlpSink
 from services.runtime.processes import start_process, start_redis, stop_process
-from support import free_port
+from support import eventually, free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +40,7 @@ DOCS = [{"id": "p1", "text": "제주도 올레길 여행 가이드북"}, {"id": 
 
 def wait_for(check, timeout_s: float = 30.0, every_s: float = 0.2):
     """Poll ``check`` until it returns something truthy; fail on the deadline (the systems here have no push)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(every_s)
+    return eventually(check, bool, timeout_s=timeout_s, every_s=every_s)
 
 
 def receipt_png(blank: bool = False) -> str:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ import psutil
 import pytest
 import yaml
 
-from support import free_port
+from support import eventually, free_port
+from support.ports import held_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,19 +39,8 @@ def get_json(url: str) -> Any:
 
 
 def poll(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Call ``check`` until it returns something truthy (errors count as not yet); fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-            last = result
-        except OSError as exc:
-            last = exc
-        time.sleep(0.25)
-    pytest.fail(f"{what}: not within {timeout_s} s (last: {last!r})")
+    """Call ``check`` until it returns something truthy (connection errors count as not yet)."""
+    return eventually(check, bool, timeout_s=timeout_s, every_s=0.25, what=what, ignoring=(OSError,))
 
 
 class Runner:
@@ -70,31 +59,33 @@ class Runner:
             self.lines.put(line)
         self.lines.put(None)
 
-    def wait_for(self, needle: str, timeout_s: float) -> None:
+    def _next_lines(self, timeout_s: float) -> Iterator[str | None]:
+        """The lines it prints (each kept in ``seen``), then None if it exits, for ``timeout_s`` at most."""
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:
                 line = self.lines.get(timeout=left)
             except queue.Empty:
-                break
+                return
+            if line is not None:
+                self.seen.append(line)
+            yield line
+            if line is None:
+                return
+
+    def wait_for(self, needle: str, timeout_s: float) -> None:
+        for line in self._next_lines(timeout_s):
             if line is None:
                 pytest.fail(f"run_ops.py exited ({self.proc.wait(5)}) before {needle!r}:\n{''.join(self.seen)}")
-            self.seen.append(line)
             if needle in line:
                 return
         pytest.fail(f"no {needle!r} from run_ops.py within {timeout_s} s:\n{''.join(self.seen)}")
 
     def rest(self, timeout_s: float) -> str:
         """Everything it prints until it exits."""
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
+        for line in self._next_lines(timeout_s):
             if line is None:
                 return "".join(self.seen)
-            self.seen.append(line)
         pytest.fail(f"run_ops.py did not exit within {timeout_s} s:\n{''.join(self.seen)}")
 
     def family(self) -> list[psutil.Process]:
@@ -204,10 +195,7 @@ def test_ops_view_receives_traces_scrapes_the_mesh_and_stops_clean(tmp_path):
 
 
 def test_a_taken_port_is_one_line_and_starts_nothing(tmp_path):
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen(1)
-        taken = held.getsockname()[1]
+    with held_port() as taken:
         out = subprocess.run([sys.executable, "scripts/run_ops.py", "--prometheus-port", str(free_port()),
                               "--alertmanager-port", str(free_port()), "--phoenix-port", str(taken),
                               "--otlp-grpc-port", str(free_port()), "--data-dir", str(tmp_path / "ops")],

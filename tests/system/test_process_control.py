@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from services.runtime.processes import port_holders, start_process
 from support import free_port
+from support.ports import held_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,24 +42,11 @@ def one_line_error(out: subprocess.CompletedProcess, *needles: str) -> str:
     return errors[0]
 
 
-class Held:
-    """A port held by a plain listening socket (another program on the port)."""
-
-    def __enter__(self) -> int:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        return self.sock.getsockname()[1]
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-
 @pytest.mark.parametrize("module", ["services.embedding", "services.retrieval", "services.reasoning",
                                     "services.ocr", "gateway"])
 def test_a_taken_port_is_one_line_naming_it(module, tmp_path):
     extra = ["--qdrant-location", str(tmp_path / "q")] if module == "services.retrieval" else []
-    with Held() as port:
+    with held_port() as port:
         out = run(module, "--port", str(port), *extra)
     one_line_error(out, f"port {port}", "--port")
 
@@ -163,9 +150,7 @@ def test_runner_refuses_a_taken_port_before_starting_anything():
     gateway_port = next(port for name, _m, port, _mp in SERVICES if name == "gateway")
     if port_holders(gateway_port):
         pytest.fail(f"port {gateway_port} is held by another process on this machine; the test needs it free")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", gateway_port))
-        sock.listen(1)
+    with held_port(gateway_port):
         out = subprocess.run([sys.executable, "scripts/run_mesh.py"], cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
@@ -247,6 +232,6 @@ def httpx_get(url: str) -> int:
 
 @pytest.mark.parametrize("module", ["services.reasoning", "gateway"])
 def test_a_taken_metrics_port_is_one_line_naming_it(module):
-    with Held() as port:
+    with held_port() as port:
         out = run(module, "--port", "0", "--metrics-port", str(port))
     one_line_error(out, f"metrics port {port}", "--metrics-port")

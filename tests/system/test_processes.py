@@ -10,7 +10,7 @@ import pytest
 from clients import EmbeddingClient
 from services.runtime.processes import start_process
 from support import free_port
-from tests.conftest import KOREAN_QUERIES
+from support.embedding import KOREAN_QUERIES
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -6,6 +6,7 @@ import grpc
 import pytest
 
 from clients.retry import retry_options
+from support.servers import aio_grpc_server
 
 
 def test_service_config_names_only_the_given_methods():
@@ -25,19 +26,13 @@ async def test_a_retried_call_succeeds_after_transient_unavailable():
             await context.abort(grpc.StatusCode.UNAVAILABLE, "transient")
         return b"ok"
 
-    server = grpc.aio.server()
     handler = grpc.method_handlers_generic_handler("t.S", {
         "Search": grpc.unary_unary_rpc_method_handler(flaky, lambda b: b, lambda b: b),
         "Create": grpc.unary_unary_rpc_method_handler(flaky, lambda b: b, lambda b: b)})
-    server.add_generic_rpc_handlers([handler])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
+    async with aio_grpc_server(handler) as port:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=retry_options("t.S", ["Search"])) as ch:
             assert await ch.unary_unary("/t.S/Search")(b"x", timeout=5) == b"ok" and calls["n"] == 3
             calls["n"] = 0
             with pytest.raises(grpc.aio.AioRpcError):  # not idempotent: no retry
                 await ch.unary_unary("/t.S/Create")(b"x", timeout=5)
             assert calls["n"] == 1
-    finally:
-        await server.stop(0)

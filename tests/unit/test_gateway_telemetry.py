@@ -2,13 +2,11 @@
 
 import logging
 
-import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway.app import create_app
-from gateway.config import GatewaySettings
 from support import free_port
+from support.apps import asgi_client, gateway_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -21,12 +19,10 @@ def counts() -> dict[tuple[str, str], float]:
 
 async def test_route_label_is_the_template_and_unknown_paths_share_one_label(caplog):
     dead = f"127.0.0.1:{free_port()}"  # nothing listens: calls fail fast, which is all these requests need
-    app = create_app(GatewaySettings(embedding_target=dead, retrieval_target=dead, ocr_target=dead,
-                                     reasoning_targets=dead, admin_timeout_ms=500))
+    app = gateway_app(dead, dead, ocr_target=dead, reasoning_targets=dead, admin_timeout_ms=500)
     caplog.set_level(logging.INFO, logger="gateway.access")
     before = counts()
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+    async with asgi_client(app) as http:
         for i in range(5):
             assert (await http.get(f"/no/such/path/{i}")).status_code == 404
             r = await http.get(f"/v1/collections/shop{i}", headers={"X-Request-ID": f"rid-{i}"})
@@ -45,11 +41,9 @@ async def test_route_label_is_the_template_and_unknown_paths_share_one_label(cap
 
 async def test_a_request_refused_before_routing_is_still_labelled_by_its_template():
     dead = f"127.0.0.1:{free_port()}"
-    app = create_app(GatewaySettings(embedding_target=dead, retrieval_target=dead, ocr_target=dead,
-                                     reasoning_targets=dead, api_keys="k1"))
+    app = gateway_app(dead, dead, ocr_target=dead, reasoning_targets=dead, api_keys="k1")
     before = counts()
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+    async with asgi_client(app) as http:
         assert (await http.get("/v1/collections/secret-name")).status_code == 401
     after = counts()
     assert after[("/v1/collections/{name}", "401")] - before.get(("/v1/collections/{name}", "401"), 0) == 1

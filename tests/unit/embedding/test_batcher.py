@@ -13,7 +13,7 @@ from services.embedding.batcher import MicroBatcher
 from services.embedding.engine.base import EmbeddingEngine
 from services.embedding.engine.tokenizer import EncodedText, TokenBatch
 from services.embedding.errors import EngineUnavailable
-from tests.support.waiting import eventually_async
+from support.waiting import eventually_async
 
 
 class RecordingEngine(EmbeddingEngine):
@@ -70,6 +70,16 @@ async def make(engine, **kw) -> MicroBatcher:
     return batcher
 
 
+async def engine_held(first: list[EncodedText], **kw) -> tuple[GatedEngine, MicroBatcher, asyncio.Future]:
+    """A batcher (``kw``: see :func:`make`) over a GatedEngine that runs the batch of ``first`` and holds it
+    at its gate: (the engine, the batcher, the first request)."""
+    engine = GatedEngine()
+    batcher = await make(engine, **kw)
+    request = asyncio.ensure_future(batcher.submit(first))
+    await running_batches(engine, 1)
+    return engine, batcher, request
+
+
 async def test_results_come_back_to_the_right_caller_in_order():
     engine = RecordingEngine()
     batcher = await make(engine)
@@ -114,10 +124,8 @@ async def test_big_request_is_split_across_batches_and_reassembled():
 
 
 async def test_full_queue_answers_overloaded_at_once_with_retry_hint():
-    engine = GatedEngine()
-    batcher = await make(engine, max_batch_size=2, max_queue_texts=4)
-    first = asyncio.ensure_future(batcher.submit(texts(1, 2)))
-    await running_batches(engine, 1)  # the first batch holds the engine; the queue is empty again
+    # the first batch holds the engine; the queue is empty again
+    engine, batcher, first = await engine_held(texts(1, 2), max_batch_size=2, max_queue_texts=4)
     queued = [asyncio.ensure_future(batcher.submit(texts(3, 4))), asyncio.ensure_future(batcher.submit(texts(5, 6)))]
     await asyncio.sleep(0)
     with pytest.raises(Overloaded) as info:
@@ -131,10 +139,7 @@ async def test_full_queue_answers_overloaded_at_once_with_retry_hint():
 
 
 async def test_expired_deadline_is_dropped_before_inference():
-    engine = GatedEngine()
-    batcher = await make(engine, max_batch_size=1)
-    busy = asyncio.ensure_future(batcher.submit(texts(1)))
-    await running_batches(engine, 1)
+    engine, batcher, busy = await engine_held(texts(1), max_batch_size=1)
     late = asyncio.ensure_future(batcher.submit(texts(2), deadline=time.perf_counter() + 0.01))
     await asyncio.sleep(0.02)  # the queued request's deadline passes while the engine is held
     engine.gate.set()
@@ -146,10 +151,7 @@ async def test_expired_deadline_is_dropped_before_inference():
 
 
 async def test_cancelled_caller_leaves_the_queue_clean():
-    engine = GatedEngine()
-    batcher = await make(engine, max_batch_size=1)
-    busy = asyncio.ensure_future(batcher.submit(texts(1)))
-    await running_batches(engine, 1)
+    engine, batcher, busy = await engine_held(texts(1), max_batch_size=1)
     waiting = asyncio.ensure_future(batcher.submit(texts(2, 3)))
     await asyncio.sleep(0)
     waiting.cancel()

@@ -4,8 +4,6 @@ real model cannot be made to copy a title or borrow another card's facts on dema
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from prometheus_client import REGISTRY
 
@@ -14,6 +12,7 @@ from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.cards import ItemIn
 from services.reasoning.generation import Generator, PriceTable, Timeouts
 from services.reasoning.reasons import ReasonWriter
+from support.standins import reasons_answer, reasons_text
 
 QUERY = "부모님 결혼기념일 선물"
 ITEMS = [ItemIn("g2", "향초와 디퓨저 세트", "리빙, 은은한 라벤더 향, 39,000원"),
@@ -24,12 +23,6 @@ GOOD = {"g2": ("두 분의 저녁을 은은하게 채워 줄 향기 선물",
         "g3": ("기념일 외출에 두 분이 함께 두르기 좋은 선물",
                "같은 무늬를 나눠 두르면 두 분의 기념일이 더 특별해집니다. 봄가을 나들이 옷차림에 잘 어울립니다.")}
 COPY = ("향초와 디퓨저 세트", "리빙 제품, 은은한 라벤더 향의 향초와 디퓨저 세트, 39,000원입니다.")
-
-
-def answer(**cards: tuple[str, str]) -> dict:
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
-                      ensure_ascii=False)
-    return {"chunks": [text[:30], text[30:]]}
 
 
 def counter(name: str, **labels: str) -> float:
@@ -53,7 +46,7 @@ def writer_for():
 
 
 async def test_cards_that_pass_take_one_call(writer_for):
-    standin, writer = writer_for([answer(**GOOD)])
+    standin, writer = writer_for([reasons_answer(**GOOD)])
     before = counter("mesh_reasoning_reason_cards_total", status="ok")
     reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
     assert [(r.item_id, r.status, r.short) for r in reasons] == [("g2", "ok", GOOD["g2"][0]),
@@ -68,7 +61,7 @@ async def test_cards_that_pass_take_one_call(writer_for):
 
 
 async def test_a_copied_card_is_regenerated_alone_with_its_violation_named(writer_for):
-    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=GOOD["g2"])])
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=GOOD["g3"]), reasons_answer(g2=GOOD["g2"])])
     before = counter("mesh_reasoning_reason_violations_total", kind="copy")
     reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
     assert [(r.item_id, r.status, r.violations) for r in reasons] == [("g2", "regenerated", ("copy", "duplicate")),
@@ -83,7 +76,7 @@ async def test_a_copied_card_is_regenerated_alone_with_its_violation_named(write
 
 async def test_a_card_that_fails_again_is_returned_failed_without_text(writer_for):
     borrowed = (GOOD["g2"][0], "실크처럼 부드러운 향이 두 분께 잘 어울립니다. 거실에 두면 기념일 내내 은은합니다.")
-    standin, writer = writer_for([answer(g2=borrowed, g3=GOOD["g3"]), answer(g2=borrowed)])
+    standin, writer = writer_for([reasons_answer(g2=borrowed, g3=GOOD["g3"]), reasons_answer(g2=borrowed)])
     before = counter("mesh_reasoning_reason_cards_total", status="failed")
     reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
     failed = reasons[0]
@@ -94,15 +87,14 @@ async def test_a_card_that_fails_again_is_returned_failed_without_text(writer_fo
 
 
 async def test_a_broken_regeneration_fails_only_the_failing_cards(writer_for):
-    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), {"chunks": ['{"reasons": [']}])
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=GOOD["g3"]), {"chunks": ['{"reasons": [']}])
     reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())
     assert [(r.item_id, r.status) for r in reasons] == [("g2", "failed"), ("g3", "ok")]
     assert "copy" in reasons[0].violations and usage.llm_calls == 3  # first, regeneration, its schema retry
 
 
 async def test_streamed_cards_come_as_their_json_closes_before_the_answer_ends(writer_for):
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
-                      ensure_ascii=False)
+    text = reasons_text(**GOOD)
     cut = text.index('{"id": "g3"')
     # The stand-in stalls after the first card: the card must arrive while the answer is unfinished.
     standin, writer = writer_for([{"chunks": [text[:cut], text[cut:]], "stall_after": 1}])
@@ -114,7 +106,7 @@ async def test_streamed_cards_come_as_their_json_closes_before_the_answer_ends(w
 
 
 async def test_streamed_failing_cards_follow_after_their_regeneration(writer_for):
-    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=GOOD["g2"])])
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=GOOD["g3"]), reasons_answer(g2=GOOD["g2"])])
     events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
     assert [(e.item_id, e.status) for e in events[:-1]] == [("g3", "ok"), ("g2", "regenerated")]
     assert events[-1].llm_calls == 2 and events[-1].completion_tokens > 0
@@ -122,10 +114,10 @@ async def test_streamed_failing_cards_follow_after_their_regeneration(writer_for
 
 
 async def test_a_stream_cut_short_regenerates_the_cards_it_never_wrote(writer_for):
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
-                      ensure_ascii=False)
+    text = reasons_text(**GOOD)
     cut = text.index('{"id": "g3"')
-    standin, writer = writer_for([{"chunks": [text[:cut], text[cut:]], "break_after": 1}, answer(g3=GOOD["g3"])])
+    standin, writer = writer_for([{"chunks": [text[:cut], text[cut:]], "break_after": 1},
+                                  reasons_answer(g3=GOOD["g3"])])
     events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
     assert [(e.item_id, e.status) for e in events[:-1]] == [("g2", "ok"), ("g3", "regenerated")]
     assert events[-2].violations == ("missing",)
@@ -134,12 +126,11 @@ async def test_a_stream_cut_short_regenerates_the_cards_it_never_wrote(writer_fo
 
 async def test_streamed_regenerated_cards_come_as_their_json_closes(writer_for):
     copy_g3 = ("커플 실크 스카프", "패션 제품, 결혼기념일 선물로 인기인 커플 실크 스카프, 48,000원입니다.")
-    text = json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in GOOD.items()]},
-                      ensure_ascii=False)
+    text = reasons_text(**GOOD)
     cut = text.index('{"id": "g3"')
     # Both cards fail the first answer; the regeneration stalls after its first card, which must
     # arrive while that answer is unfinished.
-    standin, writer = writer_for([answer(g2=COPY, g3=copy_g3),
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=copy_g3),
                                   {"chunks": [text[:cut], text[cut:]], "stall_after": 1}])
     events = writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts(5, 30, 30))
     first = await anext(events)
@@ -154,7 +145,7 @@ async def test_streamed_regenerated_cards_come_as_their_json_closes(writer_for):
 
 async def test_a_streamed_card_that_fails_again_comes_failed_without_text(writer_for):
     borrowed = (GOOD["g2"][0], "실크처럼 부드러운 향이 두 분께 잘 어울립니다. 거실에 두면 기념일 내내 은은합니다.")
-    standin, writer = writer_for([answer(g2=borrowed, g3=GOOD["g3"]), answer(g2=borrowed)])
+    standin, writer = writer_for([reasons_answer(g2=borrowed, g3=GOOD["g3"]), reasons_answer(g2=borrowed)])
     events = [e async for e in writer.stream(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=Timeouts())]
     assert [(e.item_id, e.status, e.short, e.violations) for e in events[:-1]] == \
         [("g3", "ok", GOOD["g3"][0], ()), ("g2", "failed", "", ("foreign_item",))]
@@ -164,7 +155,7 @@ async def test_a_streamed_card_that_fails_again_comes_failed_without_text(writer
 async def test_with_too_little_of_the_deadline_left_failing_cards_are_not_regenerated(writer_for):
     # A total deadline under MIN_REGENERATION_S leaves no time for a second call, streamed or not: the
     # copied card comes back failed, naming what it broke, after the one call.
-    standin, writer = writer_for([answer(g2=COPY, g3=GOOD["g3"]), answer(g2=COPY, g3=GOOD["g3"])])
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=GOOD["g3"]), reasons_answer(g2=COPY, g3=GOOD["g3"])])
     short = Timeouts(0.9, 0.9, 0.9)
     reasons, usage = await writer.write(QUERY, ITEMS, max_tokens=0, temperature=0.2, timeouts=short)
     assert [(r.item_id, r.status, r.short, r.violations) for r in reasons] == \

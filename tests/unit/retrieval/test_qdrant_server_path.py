@@ -16,14 +16,11 @@ one), so the server itself never runs here. What is covered instead:
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import threading
-from concurrent import futures
 from pathlib import Path
 
 import certifi
-import grpc
 import httpx
 import pytest
 from qdrant_client import QdrantClient, models
@@ -36,6 +33,8 @@ from services.retrieval.query import Filter
 from services.retrieval.store import DENSE, SPARSE, LegQuery, QdrantOptions, StoredPoint, open_store, store_options
 from services.retrieval.store.client import META_COLLECTION, ClientCatalogStore, open_client
 from services.runtime.settings import settings_from_cli
+from support import free_port  # nothing listens there: qdrant-client's version check fails at once
+from support.servers import threaded_grpc_server
 
 # qdrant-client checks the server version from a thread at construction; no server answers here.
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
@@ -53,13 +52,6 @@ def _version_checks_end_with_their_test():
 CLUSTER = QdrantOptions(api_key="s3cret-key", shard_number=6, replication_factor=2, write_consistency_factor=2,
                         on_disk="all", read_consistency="majority")
 FIELDS = {"category": "keyword", "price": "integer"}
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (qdrant-client's version check fails at once there)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------------- settings
@@ -127,7 +119,7 @@ def test_an_empty_key_file_is_an_error(tmp_path):
 
 
 def test_server_client_carries_key_tls_grpc_and_timeout():
-    port = closed_port()
+    port = free_port()
     opts = QdrantOptions(api_key="s3cret-key", https=True, ca_cert=certifi.where(), grpc_port=6444)
     client = open_client(f"http://127.0.0.1:{port}", 7.5, opts)
     try:
@@ -147,7 +139,7 @@ def test_server_client_carries_key_tls_grpc_and_timeout():
 
 
 def test_plain_server_client_defaults():
-    port = closed_port()
+    port = free_port()
     client = open_client(f"http://127.0.0.1:{port}")
     try:
         remote = client._client
@@ -265,14 +257,11 @@ class RecordingPoints(points_service_pb2_grpc.PointsServicer):
 
 @pytest.fixture
 def grpc_standin():
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     collections = RecordingCollections()
-    collections_service_pb2_grpc.add_CollectionsServicer_to_server(collections, server)
-    points_service_pb2_grpc.add_PointsServicer_to_server(RecordingPoints(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield collections, port
-    server.stop(None)
+    with threaded_grpc_server(lambda s: collections_service_pb2_grpc.add_CollectionsServicer_to_server(collections, s),
+                              lambda s: points_service_pb2_grpc.add_PointsServicer_to_server(RecordingPoints(), s)
+                              ) as port:
+        yield collections, port
 
 
 def test_grpc_requests_carry_the_layout_the_key_and_the_deadline(grpc_standin):
@@ -280,7 +269,7 @@ def test_grpc_requests_carry_the_layout_the_key_and_the_deadline(grpc_standin):
     opts = QdrantOptions(api_key="s3cret-key", grpc_port=grpc_port, shard_number=6, replication_factor=2,
                          write_consistency_factor=2, on_disk="vectors")
     with pytest.warns(UserWarning, match="insecure connection"):  # a plain-text stand-in; TLS is checked above
-        client = open_client(f"http://127.0.0.1:{closed_port()}", 5, opts)
+        client = open_client(f"http://127.0.0.1:{free_port()}", 5, opts)
     store = ClientCatalogStore(client, opts)
     store.create_version("books", FIELDS, 384)
     store.close()

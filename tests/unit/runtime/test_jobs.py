@@ -17,6 +17,16 @@ from support.jobs import GatedHandler, ObservedMemoryJobs
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
+async def paused_run(handler: GatedHandler) -> tuple[ObservedMemoryJobs, JobRecord, asyncio.Task]:
+    """A job for ``handler`` submitted and run as a task until the handler stops at its pause point:
+    (the store, the job's record, the run)."""
+    jobs = ObservedMemoryJobs({"ingest": handler})
+    record = await jobs.submit("ingest", "books", b"x")
+    run = asyncio.create_task(jobs.run(record.id))
+    await asyncio.wait_for(handler.reached.wait(), 10)
+    return jobs, record, run
+
+
 async def test_submit_then_a_worker_runs_it_to_the_end():
     handler = GatedHandler(3)
     jobs = ObservedMemoryJobs({"ingest": handler})
@@ -36,10 +46,7 @@ async def test_submit_then_a_worker_runs_it_to_the_end():
 
 async def test_progress_is_visible_while_running_and_a_resumed_job_continues():
     handler = GatedHandler(4, pause_at=2)
-    jobs = ObservedMemoryJobs({"ingest": handler})
-    record = await jobs.submit("ingest", "books", b"x")
-    run = asyncio.create_task(jobs.run(record.id))
-    await asyncio.wait_for(handler.reached.wait(), 10)
+    jobs, record, run = await paused_run(handler)
     midway = await jobs.get(record.id)
     assert midway.state == "running" and midway.done == 2 and midway.total == 4 and midway.resume == 2
     run.cancel()  # the instance stops mid-job: the record stays running with its resume point
@@ -87,10 +94,7 @@ async def test_cancel_a_running_job_stops_it_at_its_next_checkpoint():
 
 async def test_a_cancelled_job_keeps_saying_it_was_cancelled():
     handler = GatedHandler(2, pause_at=1)
-    jobs = ObservedMemoryJobs({"ingest": handler})
-    record = await jobs.submit("ingest", "books", b"x")
-    run = asyncio.create_task(jobs.run(record.id))
-    await asyncio.wait_for(handler.reached.wait(), 10)
+    jobs, record, run = await paused_run(handler)
     await jobs.cancel(record.id)
     handler.gate.set()
     await run
