@@ -74,6 +74,8 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/recommendations"): {"collection": SCRATCH, "query": "선물", "top_k": 3},
         ("POST", "/v1/recommendations:stream"): {"collection": SCRATCH, "query": "선물", "top_k": 3},
         ("POST", "/v1/chat"): {"session_id": "s1", "message": "안녕"},
+        ("POST", "/v1/chat/completions"): {"model": "local", "messages": [{"role": "user", "content": "안녕"}],
+                                           "max_tokens": 16},
         ("POST", "/v1/summaries"): {"text": "요약할 글입니다. 두 문장입니다."},
     }
 

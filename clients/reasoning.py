@@ -22,12 +22,19 @@ from clients.health import HealthCheck
 
 DEFAULT_TIMEOUT_S = 60.0
 Role = Literal["user", "assistant"]
-FinishReason = Literal["stop", "length"]
+CompleteRole = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+ToolMode = Literal["auto", "none", "required", "named"]
 ErrorKind = Literal["first_token_timeout", "generation_timeout", "total_timeout", "backend_failed",
                     "schema_violation"]
 ReasonStatus = Literal["ok", "regenerated", "failed"]
 ROLES: dict[Role, int] = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
-FINISH_REASONS: dict[int, FinishReason] = {pb.FINISH_REASON_STOP: "stop", pb.FINISH_REASON_LENGTH: "length"}
+COMPLETE_ROLES: dict[CompleteRole, int] = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT,
+                                           "system": pb.ROLE_SYSTEM, "tool": pb.ROLE_TOOL}
+TOOL_MODES: dict[ToolMode, int] = {"auto": pb.TOOL_CHOICE_MODE_AUTO, "none": pb.TOOL_CHOICE_MODE_NONE,
+                                   "required": pb.TOOL_CHOICE_MODE_REQUIRED, "named": pb.TOOL_CHOICE_MODE_NAMED}
+FINISH_REASONS: dict[int, FinishReason] = {pb.FINISH_REASON_STOP: "stop", pb.FINISH_REASON_LENGTH: "length",
+                                           pb.FINISH_REASON_TOOL_CALLS: "tool_calls"}
 ERROR_KINDS: dict[int, ErrorKind] = {
     pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT: "first_token_timeout", pb.ERROR_KIND_GENERATION_TIMEOUT: "generation_timeout",
     pb.ERROR_KIND_TOTAL_TIMEOUT: "total_timeout", pb.ERROR_KIND_BACKEND_FAILED: "backend_failed",
@@ -57,6 +64,9 @@ class Options:
     temperature: float | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     json_schema: dict | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,65 @@ class StreamError:
 
 
 GenerationEvent = Delta | Done | StreamError
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call: ``arguments`` is JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of an OpenAI-style conversation (Complete)."""
+
+    role: CompleteRole
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call; ``parameters`` is a JSON schema of its arguments (None: none)."""
+
+    name: str
+    description: str = ""
+    parameters: dict | None = None
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """Whether and which tool to call (``name`` for ``named``)."""
+
+    mode: ToolMode = "auto"
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """The answer's shape: ``text``, ``json_object`` or ``json_schema`` (with ``schema``)."""
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    schema: dict | None = None
+    name: str = ""
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The tool calls the model chose (a ``Done`` with finish reason ``tool_calls`` follows)."""
+
+    calls: tuple[ToolCall, ...]
+
+
+CompletionEvent = Delta | ToolCalls | Done | StreamError
+FORMAT_TYPES = {"text": pb.RESPONSE_FORMAT_TYPE_TEXT, "json_object": pb.RESPONSE_FORMAT_TYPE_JSON_OBJECT,
+                "json_schema": pb.RESPONSE_FORMAT_TYPE_JSON_SCHEMA}
 
 
 @dataclass(frozen=True)
@@ -189,6 +258,11 @@ def options_to_proto(o: Options | None) -> pb.Options:
         json_schema=json.dumps(o.json_schema) if o.json_schema is not None else "")
     if o.temperature is not None:
         out.temperature = o.temperature
+    if o.top_p is not None:
+        out.top_p = o.top_p
+    if o.seed is not None:
+        out.seed = o.seed
+    out.stop.extend(o.stop)
     return out
 
 
@@ -225,6 +299,39 @@ def generation_event(e: pb.GenerateResponse | pb.ChatResponse) -> GenerationEven
     if kind == "done":
         return Done(FINISH_REASONS.get(e.done.finish_reason, "stop"), usage_from_proto(e.done.usage))
     return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+
+
+def completion_event(e: pb.CompleteResponse) -> CompletionEvent:
+    """A Complete stream event -> domain."""
+    kind = e.WhichOneof("event")
+    if kind == "delta":
+        return Delta(e.delta)
+    if kind == "tool_calls":
+        return ToolCalls(tuple(ToolCall(c.id, c.name, c.arguments) for c in e.tool_calls.calls))
+    if kind == "done":
+        return Done(FINISH_REASONS.get(e.done.finish_reason, "stop"), usage_from_proto(e.done.usage))
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+
+
+def complete_request(messages: Sequence[ChatMessage], *, options: Options | None = None,
+                     response_format: ResponseFormat | None = None, tools: Sequence[Tool] = (),
+                     tool_choice: ToolChoice | None = None, session_id: str = "", model: str = "",
+                     buffered: bool = False) -> pb.CompleteRequest:
+    """A Complete request as proto."""
+    req = pb.CompleteRequest(
+        messages=[pb.ChatMessage(role=COMPLETE_ROLES[m.role], content=m.content, tool_call_id=m.tool_call_id,
+                                 name=m.name, tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments)
+                                                          for c in m.tool_calls]) for m in messages],
+        options=options_to_proto(options), session_id=session_id, model=model, buffered=buffered,
+        tools=[pb.Tool(name=t.name, description=t.description,
+                       parameters_json=json.dumps(t.parameters) if t.parameters is not None else "") for t in tools])
+    if tool_choice is not None:
+        req.tool_choice.CopyFrom(pb.ToolChoice(mode=TOOL_MODES[tool_choice.mode], name=tool_choice.name))
+    if response_format is not None:
+        req.response_format.CopyFrom(pb.ResponseFormat(
+            type=FORMAT_TYPES[response_format.type], name=response_format.name, strict=response_format.strict,
+            json_schema=json.dumps(response_format.schema) if response_format.schema is not None else ""))
+    return req
 
 
 def reasons_event(e: pb.GenerateReasonsStreamResponse) -> Reason | ReasonsDone:
@@ -281,6 +388,18 @@ class AsyncReasoningClient(HealthCheck):
         req = pb.ChatRequest(system=system, message=message, session_id=session_id, options=options_to_proto(options),
                              history=[pb.Message(role=ROLES[m.role], content=m.content) for m in history])
         return self._stream(self._stub.Chat(req, timeout=timeout_s or self.timeout_s), generation_event)
+
+    def complete(self, messages: Sequence[ChatMessage], *, options: Options | None = None,
+                 response_format: ResponseFormat | None = None, tools: Sequence[Tool] = (),
+                 tool_choice: ToolChoice | None = None, session_id: str = "", model: str = "", buffered: bool = False,
+                 timeout_s: float | None = None) -> AsyncGenerator[CompletionEvent, None]:
+        """Stream an OpenAI-style completion: deltas or one ``ToolCalls``, then one ``Done`` or ``StreamError``.
+
+        ``buffered``: the caller reads the answer whole, so one that breaks its format is regenerated once.
+        """
+        req = complete_request(messages, options=options, response_format=response_format, tools=tools,
+                               tool_choice=tool_choice, session_id=session_id, model=model, buffered=buffered)
+        return self._stream(self._stub.Complete(req, timeout=timeout_s or self.timeout_s), completion_event)
 
     async def reasons(self, query: str, items: Sequence[Item], *, options: Options | None = None,
                       timeout_s: float | None = None) -> Reasons:

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, FilePath, SecretStr, field_validator
+from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """One model route: the reasoning instances it sends to and the backend model it asks them for."""
+
+    name: str
+    targets: tuple[str, ...]
+    model: str
+
+
+def _targets(raw: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
 
 
 class GatewaySettings(BaseSettings):
@@ -20,6 +35,19 @@ class GatewaySettings(BaseSettings):
     ocr_target: str = Field("127.0.0.1:50054", description="OCR service host:port")
     reasoning_targets: str = Field("127.0.0.1:50053",
                                    description="reasoning instances host:port, comma-separated (sessions hashed)")
+    model_routes: str = Field("", description='model routes as JSON: {"name": {"targets": "host:port,...", '
+                                             '"model": "backend model id (empty: the instances\' own)"}}; '
+                                             "empty: one route, --default-model-route, over --reasoning-targets")
+    default_model_route: str = Field("local", min_length=1, max_length=128,
+                                     description="the route a request naming no model takes, and the name of "
+                                                 "the one route over --reasoning-targets when no routes are set")
+    chat_route: str = Field("", description="model route of /v1/chat (empty: the default route)")
+    chat_history_tokens: int = Field(3000, ge=1, description="history budget of /v1/chat's `fit` policy (estimated "
+                                                             "tokens; keep it at or below the reasoning service's "
+                                                             "--max-history-tokens)")
+    recommendations_route: str = Field("", description="model route of the reasons of /v1/recommendations "
+                                                       "(empty: the default route)")
+    summaries_route: str = Field("", description="model route of /v1/summaries (empty: the default route)")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")
     reasoning_timeout_ms: int = Field(60000, ge=10, le=600000,
@@ -82,6 +110,39 @@ class GatewaySettings(BaseSettings):
     trace_exporter: Literal["none", "console", "otlp"] | None = Field(
         None, description="where spans go; unset: OTEL_TRACES_EXPORTER, else none (otlp reads "
                           "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_PROTOCOL)")
+
+    def route_specs(self) -> dict[str, RouteSpec]:
+        """The model routes by name (one over ``reasoning_targets`` when none are configured)."""
+        if not self.model_routes.strip():
+            return {self.default_model_route: RouteSpec(self.default_model_route, _targets(self.reasoning_targets), "")}
+        table = json.loads(self.model_routes)
+        return {name: RouteSpec(name, _targets(str(spec.get("targets", ""))), str(spec.get("model", "")))
+                for name, spec in table.items()}
+
+    @model_validator(mode="after")
+    def _routes(self) -> GatewaySettings:
+        if self.model_routes.strip():
+            try:
+                table = json.loads(self.model_routes)
+            except ValueError as err:
+                raise ValueError(f"model_routes is not JSON: {err}") from None
+            if not isinstance(table, dict) or not table:
+                raise ValueError('model_routes must be a JSON object {"name": {"targets": ..., "model": ...}}')
+            for name, spec in table.items():
+                if not isinstance(spec, dict) or not _targets(str(spec.get("targets", ""))):
+                    raise ValueError(f"model_routes[{name!r}] needs targets (host:port, comma-separated)")
+                if set(spec) - {"targets", "model"}:
+                    raise ValueError(f"model_routes[{name!r}]: unknown keys {sorted(set(spec) - {'targets', 'model'})}")
+        names = set(self.route_specs())
+        for field_name in ("default_model_route", "chat_route", "recommendations_route", "summaries_route"):
+            value = getattr(self, field_name)
+            if value and value not in names:
+                raise ValueError(f"{field_name} {value!r} is not a model route (routes: {sorted(names)})")
+        return self
+
+    def route_of(self, feature_route: str) -> str:
+        """A feature's route: its own setting, else the default route."""
+        return feature_route or self.default_model_route
 
     @field_validator("redis_url", "jobs_redis_url")
     @classmethod

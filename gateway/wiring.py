@@ -19,10 +19,12 @@ from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
 from gateway.ocr.serving import Ocr
+from gateway.openai_api.completions import ChatCompletions
 from gateway.openai_api.serving import OpenAiCompat
 from gateway.reasoning.chat import Chat
 from gateway.reasoning.pool import ReasoningPool
 from gateway.reasoning.recommendations import Recommendations
+from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.summaries import Summaries
 from gateway.search.serving import Search
 from gateway.vectors.breaker import CircuitBreaker, export_state
@@ -44,7 +46,7 @@ class Clients:
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> Clients:
         """The clients of the configured targets."""
-        targets = [t.strip() for t in settings.reasoning_targets.split(",") if t.strip()]
+        targets = dict.fromkeys(t for spec in settings.route_specs().values() for t in spec.targets)
         return cls(embedding=AsyncEmbeddingClient(settings.embedding_target),
                    retrieval=AsyncRetrievalClient(settings.retrieval_target),
                    ocr=AsyncOcrClient(settings.ocr_target),
@@ -73,6 +75,8 @@ class Mesh:
     chat: Chat
     summaries: Summaries
     ocr: Ocr
+    routes: ModelRoutes
+    completions: ChatCompletions
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -102,7 +106,13 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s, **options)
                   if redis_url else MemoryJobs(handlers, **options))
     search = Search(vectors, clients.retrieval)
-    pool = ReasoningPool(clients.reasoning, settings)
+    routes = ModelRoutes(clients.reasoning, settings)
+    def pool(feature_route: str) -> ReasoningPool:
+        return routes.get(settings.route_of(feature_route)).pool
+
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(clients.retrieval, jobs),
-                openai=OpenAiCompat(vectors), recommendations=Recommendations(search, pool), chat=Chat(pool),
-                summaries=Summaries(pool, settings.summary_timeout_s), ocr=Ocr(clients.ocr))
+                openai=OpenAiCompat(vectors, routes),
+                recommendations=Recommendations(search, pool(settings.recommendations_route)),
+                chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
+                summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
+                routes=routes, completions=ChatCompletions(routes))

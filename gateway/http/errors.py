@@ -94,13 +94,42 @@ DESCRIPTIONS = {
     503: "a required service is unavailable", 504: "the request deadline passed"}
 
 
-def error_response(exc: ApiError) -> JSONResponse:
+def error_response(exc: ApiError, openai_shape: bool = False) -> JSONResponse:
     """The HTTP response of an error; a retryable refusal (429/503) says when to come back."""
     error = exc.body.error
     headers = None
     if error.retry_after_s or (error.retryable and exc.status in (429, 503)):
         headers = {"Retry-After": str(max(1, round(error.retry_after_s or 1)))}
-    return JSONResponse(exc.body.model_dump(), status_code=exc.status, headers=headers)
+    body = openai_error_body(exc) if openai_shape else exc.body.model_dump()
+    return JSONResponse(body, status_code=exc.status, headers=headers)
+
+
+def _openai(request: Request) -> bool:
+    return request.url.path in OPENAI_SHAPED_PATHS
+
+
+# Routes whose errors take OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``), so the
+# official client and the frameworks over it raise their own typed errors.
+OPENAI_SHAPED_PATHS = frozenset({"/v1/chat/completions"})
+OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
+                429: "rate_limit_error"}
+
+
+def openai_error_body(exc: ApiError) -> dict[str, Any]:
+    """An error in OpenAI's shape: ``param`` the first bad field, ``code`` the mesh's code (or a sharper one)."""
+    error = exc.body.error
+    param = error.fields[0].field.removeprefix("options.") if error.fields else None
+    code = error.code
+    if any(f.description.startswith("context_length_exceeded") for f in error.fields):
+        code, param = "context_length_exceeded", "messages"
+    elif code == "invalid_argument" and any("Extra inputs are not permitted" in f.description for f in error.fields):
+        code = "unsupported_parameter"
+    detail = "; ".join(f"{f.field}: {f.description}" for f in error.fields[:3])
+    message = f"{error.message} ({detail})" if detail and detail not in error.message else error.message
+    return {"error": {"message": message, "type": OPENAI_TYPES.get(exc.status, "server_error" if exc.status >= 500
+                                                                     else "invalid_request_error"),
+                      "param": param, "code": code}}
 
 
 def _schema_field(loc: tuple) -> str:
@@ -118,20 +147,21 @@ def install(app: FastAPI) -> None:
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return error_response(exc)
+        return error_response(exc, _openai(request))
 
     async def client_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(from_client_error(exc))
+        return error_response(from_client_error(exc), _openai(request))
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         fields = [FieldError(field=_schema_field(tuple(e["loc"])), description=e["msg"]) for e in exc.errors()]
-        return error_response(ApiError(400, "invalid_argument", "request does not match the schema", fields=fields))
+        return error_response(ApiError(400, "invalid_argument", "request does not match the schema", fields=fields),
+                              _openai(request))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_response(ApiError(exc.status_code, code, str(exc.detail)))
+        return error_response(ApiError(exc.status_code, code, str(exc.detail)), _openai(request))
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(MeshClientError, client_error)

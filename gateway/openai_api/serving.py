@@ -10,6 +10,7 @@ import numpy as np
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError
 from gateway.openai_api import protocol as api
+from gateway.reasoning.routes import ModelRoutes
 from gateway.vectors.query import QueryVectors
 
 OWNER = "korean-inference-mesh"
@@ -17,16 +18,17 @@ QUERY_SUFFIX = ":query"  # the same model, embedding its input as queries ("quer
 
 
 class OpenAiCompat:
-    """``/v1/embeddings`` and ``/v1/models``."""
+    """``/v1/embeddings`` and ``/v1/models`` (the embedding model and the chat model routes)."""
 
-    def __init__(self, vectors: QueryVectors) -> None:
+    def __init__(self, vectors: QueryVectors, routes: ModelRoutes) -> None:
         self.vectors = vectors
+        self.routes = routes
 
     async def models(self, deadline: Deadline) -> api.ModelList:
-        """The served model, as passages and as queries."""
+        """The embedding model, as passages and as queries, then the chat model routes (the default first)."""
         info = await self.vectors.info(deadline)
         return api.ModelList(data=[api.ModelCard(id=mid, created=0, owned_by=OWNER)
-                                   for mid in (info.model_id, info.model_id + QUERY_SUFFIX)])
+                                   for mid in (info.model_id, info.model_id + QUERY_SUFFIX, *self.routes.names())])
 
     async def model(self, model_id: str, deadline: Deadline) -> api.ModelCard:
         """One model (the official client's ``models.retrieve``); 404 naming what is served."""

@@ -6,6 +6,7 @@ A client that disconnects cancels the gRPC call, which cancels the LLM request b
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 from clients.errors import MeshClientError
 from clients.reasoning import Delta, Done, GenerationEvent, Message, Options
@@ -13,35 +14,16 @@ from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.reasoning import protocol as api
 from gateway.reasoning.events import error_event, sse, usage_of
-from gateway.reasoning.pool import ReasoningPool
+from gateway.reasoning.pool import PooledStream, ReasoningPool
 
 
-class ChatStream:
+class ChatStream(PooledStream[GenerationEvent]):
     """One chat turn's events as SSE bytes; the ring slot and the RPC are released exactly once."""
 
-    def __init__(self, pool: ReasoningPool, target: str, stream: AsyncGenerator[GenerationEvent, None]) -> None:
-        self.pool, self.target, self.stream = pool, target, stream
-        self._released = False
-        self._first: GenerationEvent | None = None
-
-    async def start(self) -> ChatStream:
-        """Wait for the first event: bad input and unreachable services fail here, before any byte is sent."""
-        try:
-            self._first = await anext(self.stream)
-        except MeshClientError:
-            await self.release()
-            raise
-        except StopAsyncIteration:
-            await self.release()
-            raise ApiError(503, "unavailable", "the reasoning stream ended without an event", retryable=True) from None
-        return self
-
-    async def release(self) -> None:
-        """Close the RPC and free the ring slot (idempotent; also runs when the body never starts)."""
-        if not self._released:
-            self._released = True
-            await self.stream.aclose()
-            self.pool.release(self.target)
+    def __init__(self, pool: ReasoningPool, target: str, stream: AsyncGenerator[GenerationEvent, None],
+                 history: dict[str, Any] | None = None) -> None:
+        super().__init__(pool, target, stream)
+        self.history = history or {}
 
     async def events(self) -> AsyncIterator[bytes]:
         """``delta`` events, then ``done`` or ``error``."""
@@ -52,7 +34,7 @@ class ChatStream:
                     yield sse("delta", {"text": event.text})
                 elif isinstance(event, Done):
                     yield sse("done", {"finish_reason": event.finish_reason,
-                                       "usage": usage_of(event.usage).model_dump()})
+                                       "usage": usage_of(event.usage).model_dump(), "history": self.history})
                     return
                 else:
                     yield error_event(ApiError(504 if event.kind.endswith("timeout") else 503, event.kind,
@@ -69,15 +51,46 @@ class ChatStream:
 class Chat:
     """Chat turns on the session's instance."""
 
-    def __init__(self, pool: ReasoningPool) -> None:
+    def __init__(self, pool: ReasoningPool, history_tokens: int = 3000) -> None:
         self.pool = pool
+        self.history_tokens = history_tokens
 
     async def chat(self, body: api.ChatRequest, deadline: Deadline) -> ChatStream:
         """Open a chat turn on the session's instance; started (first event in hand) or raised."""
         options = Options(max_tokens=body.max_tokens or 0, temperature=body.temperature,
                           timeouts=self.pool.timeouts(deadline))
-        history = [Message(m.role, m.content) for m in body.history]
+        history, kept = trim_history([Message(m.role, m.content) for m in body.history], body.history_policy,
+                                     body.history_turns, self.history_tokens)
         target, client = self.pool.acquire(body.session_id)
         stream = client.chat(body.message, system=body.system, history=history, session_id=body.session_id,
                              options=options, timeout_s=deadline.check())
-        return await ChatStream(self.pool, target, stream).start()
+        return await ChatStream(self.pool, target, stream, kept).start()
+
+
+def estimated_tokens(m: Message) -> int:
+    """The reasoning service's estimate of a message (one token per character plus 4 for the template)."""
+    return len(m.content) + 4
+
+
+def trim_history(history: list[Message], policy: str, turns: int, budget: int) -> tuple[list[Message], dict[str, Any]]:
+    """The history the policy keeps, and what it did (``policy``, ``kept``, ``dropped`` messages).
+
+    ``refuse`` keeps everything (the service refuses a history over its budget); ``last_turns`` keeps the
+    last ``turns`` user messages with what followed each; ``fit`` keeps the newest messages whose estimate
+    fits ``budget``. A kept history always starts at a user message, so no answer is left without its question.
+    """
+    kept = list(history)
+    if policy == "last_turns":
+        starts = [i for i, m in enumerate(history) if m.role == "user"]
+        kept = history[starts[-turns]:] if len(starts) > turns else kept
+    elif policy == "fit":
+        used, start = 0, len(history)
+        for i in range(len(history) - 1, -1, -1):
+            used += estimated_tokens(history[i])
+            if used > budget:
+                break
+            start = i
+        kept = history[start:]
+        while kept and kept[0].role != "user":
+            kept = kept[1:]
+    return kept, {"policy": policy, "kept": len(kept), "dropped": len(history) - len(kept)}

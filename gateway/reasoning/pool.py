@@ -7,12 +7,15 @@ the pool only routes among them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
+from typing import Generic, Self, TypeVar
 
+from clients.errors import MeshClientError
 from clients.reasoning import AsyncReasoningClient, Timeouts
 from gateway.config import GatewaySettings
 from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError
 from gateway.reasoning.routing import BoundedLoadRing
 
 
@@ -45,3 +48,34 @@ class ReasoningPool:
     def release(self, target: str) -> None:
         """Give back a slot taken with :meth:`acquire`."""
         self.ring.release(target)
+
+
+E = TypeVar("E")
+
+
+class PooledStream(Generic[E]):
+    """A streaming call holding a ring slot: started before any byte is sent, released exactly once."""
+
+    def __init__(self, pool: ReasoningPool, target: str, stream: AsyncGenerator[E, None]) -> None:
+        self.pool, self.target, self.stream = pool, target, stream
+        self._released = False
+        self._first: E | None = None
+
+    async def start(self) -> Self:
+        """Wait for the first event: bad input and unreachable services fail here, before any byte is sent."""
+        try:
+            self._first = await anext(self.stream)
+        except MeshClientError:
+            await self.release()
+            raise
+        except StopAsyncIteration:
+            await self.release()
+            raise ApiError(503, "unavailable", "the reasoning stream ended without an event", retryable=True) from None
+        return self
+
+    async def release(self) -> None:
+        """Close the RPC and free the ring slot (idempotent; also runs when the body never starts)."""
+        if not self._released:
+            self._released = True
+            await self.stream.aclose()
+            self.pool.release(self.target)

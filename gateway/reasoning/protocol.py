@@ -87,6 +87,11 @@ class ChatRequest(Strict):
     history: list[ChatMessage] = Field(default_factory=list, max_length=200)
     max_tokens: int | None = Field(None, ge=1, le=4096)
     temperature: float | None = Field(None, ge=0, le=2)
+    history_policy: Literal["refuse", "last_turns", "fit"] = Field(
+        "refuse", description="a history over the budget: `refuse` it (400), keep the `last_turns` "
+                              "(`history_turns` user turns and their answers), or keep the newest turns that `fit` "
+                              "the budget; the `done` event says what was kept")
+    history_turns: int = Field(5, ge=1, le=100, description="turns kept under `last_turns` (the seeds keep 5)")
 
 
 class SummaryRequest(Strict):

@@ -39,6 +39,9 @@ class ReasoningSettings(ServiceSettings):
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
     max_tokens_limit: int = Field(2048, ge=1, description="largest max_tokens a request may ask for")
     max_prompt_chars: int = Field(20000, ge=1, description="longest prompt, message or text accepted")
+    max_conversation_chars: int = Field(100_000, ge=1, description="longest conversation (all messages) a "
+                                                                   "Complete call accepts")
+    max_messages: int = Field(256, ge=1, description="most messages in a Complete call")
     max_history_tokens: int = Field(3000, ge=1, description="cap on a chat history (estimated tokens)")
     max_concurrent_calls: int = Field(64, ge=1, description="calls in flight before RESOURCE_EXHAUSTED")
     prices_json: str = Field("{}", description='USD per 1M tokens: {"model": [prompt, completion]}')

@@ -9,6 +9,7 @@ went away) closes the backend's stream, which cancels its HTTP request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -18,7 +19,8 @@ from typing import cast
 from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
-from services.reasoning.backends.base import BackendError, Chunk, GenerationParams, LlmBackend
+from services.bootstrap.errors import InvalidInput, Violation
+from services.reasoning.backends.base import BackendError, Chunk, ContextLengthExceeded, GenerationParams, LlmBackend
 
 TTFT = Histogram("mesh_reasoning_ttft_seconds", "time to first token", ["backend"],
                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 30))
@@ -89,6 +91,19 @@ class Failed:
 Event = Delta | Finished | Failed
 
 
+def add_usage(total: Usage, usage: Usage) -> None:
+    """Accumulate one LLM call's accounting into ``total``."""
+    total.prompt_tokens += usage.prompt_tokens
+    total.completion_tokens += usage.completion_tokens
+    total.ttft_ns = total.ttft_ns or usage.ttft_ns
+    total.total_ns += usage.total_ns
+    total.tokens_per_second = usage.tokens_per_second or total.tokens_per_second
+    total.cost_usd += usage.cost_usd
+    total.backend, total.model = usage.backend or total.backend, usage.model or total.model
+    total.estimated = total.estimated or usage.estimated
+    total.failed_over += usage.failed_over
+
+
 class PriceTable:
     """USD per million prompt and completion tokens, per model (JSON ``{"model": [in, out]}``)."""
 
@@ -142,7 +157,7 @@ class Generator:
             if left <= 0:
                 last_kind, last_message = "total_timeout", f"total deadline {timeouts.total_s:.1f}s passed"
                 break
-            call = GenerationParams(params.max_tokens, params.temperature, params.json_schema, timeout_s=left)
+            call = dataclasses.replace(params, timeout_s=left)
             chunks = cast(AsyncGenerator[Chunk, None], backend.stream(messages, call))
             try:
                 try:
@@ -155,6 +170,10 @@ class Generator:
                     FAILURES.labels(backend.name, last_kind).inc()
                     usage.failed_over.append(backend.name)
                     continue
+                except ContextLengthExceeded as err:
+                    # The same prompt is as long for the next backend: the caller's to shorten, not failed over.
+                    raise InvalidInput("the prompt is longer than the model's context",
+                                       [Violation("messages", f"context_length_exceeded: {err}"[:300])]) from None
                 except BackendError as err:
                     last_kind, last_message = "backend_failed", str(err)
                     FAILURES.labels(backend.name, last_kind).inc()

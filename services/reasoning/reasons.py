@@ -35,7 +35,7 @@ from services.reasoning.cards import (
     validate_request,
 )
 from services.reasoning.checks import CheckRules, Finding, check_reason
-from services.reasoning.generation import Delta, Failed, Generator, Timeouts, Usage
+from services.reasoning.generation import Delta, Failed, Generator, Timeouts, Usage, add_usage
 from services.reasoning.prompts import reasons_messages, reasons_schema
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class ReasonWriter:
                         yield item, None
             else:
                 total.llm_calls += 1
-                self._add(total, event.usage)
+                add_usage(total, event.usage)
                 if isinstance(event, Failed):
                     failure.append(event)
 
@@ -235,7 +235,7 @@ class ReasonWriter:
             params = GenerationParams(budget, temperature if attempt == 0 else 0.0, schema)
             result = await self.generator.complete(messages, params, timeouts)
             total.llm_calls += 1
-            self._add(total, result.usage)
+            add_usage(total, result.usage)
             if isinstance(result, Failed):
                 raise_for(result)
                 return []  # unreachable: raise_for always raises
@@ -244,15 +244,3 @@ class ReasonWriter:
                 return parsed
             problem = parsed
         raise InvalidOutput(f"the model's reasons broke the schema twice: {problem}")
-
-    @staticmethod
-    def _add(total: Usage, usage: Usage) -> None:
-        total.prompt_tokens += usage.prompt_tokens
-        total.completion_tokens += usage.completion_tokens
-        total.ttft_ns = total.ttft_ns or usage.ttft_ns
-        total.total_ns += usage.total_ns
-        total.tokens_per_second = usage.tokens_per_second
-        total.cost_usd += usage.cost_usd
-        total.backend, total.model = usage.backend or total.backend, usage.model or total.model
-        total.estimated = total.estimated or usage.estimated
-        total.failed_over += usage.failed_over

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 
@@ -11,6 +12,9 @@ from mesh.reasoning.v1 import reasoning_pb2 as pb
 from services.bootstrap.errors import InvalidInput, MeshError, Overloaded, Violation, grpc_code_for
 from services.reasoning.backends.base import GenerationParams
 from services.reasoning.cards import ItemIn, ReasonOut
+from services.reasoning.complete_request import check_text, complete_plan
+from services.reasoning.completer import Completer, ToolCalls
+from services.reasoning.completions import MAX_STOP
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
@@ -20,7 +24,7 @@ KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
          "generation_timeout": pb.ERROR_KIND_GENERATION_TIMEOUT,
          "total_timeout": pb.ERROR_KIND_TOTAL_TIMEOUT, "backend_failed": pb.ERROR_KIND_BACKEND_FAILED,
          "schema_violation": pb.ERROR_KIND_SCHEMA_VIOLATION}
-FINISH = {"stop": pb.FINISH_REASON_STOP, "length": pb.FINISH_REASON_LENGTH}
+FINISH = {"stop": pb.FINISH_REASON_STOP, "length": pb.FINISH_REASON_LENGTH, "tool_calls": pb.FINISH_REASON_TOOL_CALLS}
 ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
 STATUSES = {"ok": pb.REASON_STATUS_OK, "regenerated": pb.REASON_STATUS_REGENERATED,
             "failed": pb.REASON_STATUS_FAILED}
@@ -32,6 +36,7 @@ class ReasoningServicer:
     def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str) -> None:
         self.generator = generator
         self.reasons = ReasonWriter(generator)
+        self.completer = Completer(generator)
         self.s = settings
         self.instance = instance
         self.inflight = 0
@@ -46,7 +51,13 @@ class ReasoningServicer:
         temperature = o.temperature if o.HasField("temperature") else 0.3
         if not 0 <= temperature <= 2:
             violations.append(Violation("options.temperature", "must be 0..2"))
-        return GenerationParams(max_tokens, temperature, schema)
+        top_p = o.top_p if o.HasField("top_p") else None
+        if top_p is not None and not 0 < top_p <= 1:
+            violations.append(Violation("options.top_p", "must be over 0 and at most 1"))
+        if len(o.stop) > MAX_STOP or any(not x for x in o.stop):
+            violations.append(Violation("options.stop", f"give at most {MAX_STOP} non-empty sequences"))
+        return GenerationParams(max_tokens, temperature, schema, top_p=top_p, stop=tuple(o.stop),
+                                seed=o.seed if o.HasField("seed") else None)
 
     def _timeouts(self, o: pb.Options, violations: list[Violation], total_default: float | None = None) -> Timeouts:
         t = o.timeouts
@@ -59,10 +70,7 @@ class ReasoningServicer:
                         generation_s=t.generation_s or min(self.s.generation_timeout_s, total), total_s=total)
 
     def _text(self, field: str, value: str, violations: list[Violation], required: bool = True) -> None:
-        if required and not value.strip():
-            violations.append(Violation(field, "empty"))
-        if len(value) > self.s.max_prompt_chars:
-            violations.append(Violation(field, f"{len(value)} characters is over {self.s.max_prompt_chars}"))
+        check_text(field, value, violations, self.s.max_prompt_chars, required)
 
     def _admit(self) -> None:
         if self.inflight >= self.s.max_concurrent_calls:
@@ -227,3 +235,33 @@ class ReasoningServicer:
             return pb.SummarizeResponse(failed=True, failure_reason=f"{result.kind}: {result.message}",
                                         usage=self.usage(result.usage))
         return pb.SummarizeResponse(summary=result.text.strip(), usage=self.usage(result.usage))
+
+    # -- Complete ------------------------------------------------------------------------------
+
+    async def Complete(self, request, context):  # noqa: N802
+        """Stream an OpenAI-style completion: text deltas or tool calls, then done or error."""
+        violations: list[Violation] = []
+        plan = complete_plan(request, self.s, violations)
+        params = self._params(request.options, violations)
+        timeouts = self._timeouts(request.options, violations)
+        if violations:
+            raise InvalidInput("invalid complete request", violations)
+        params = dataclasses.replace(params, model=request.model)
+        self._admit()
+        self.inflight += 1
+        try:
+            async for event in self.completer.run(plan, params, timeouts, buffered=request.buffered):
+                if isinstance(event, Delta):
+                    yield pb.CompleteResponse(delta=event.text)
+                elif isinstance(event, ToolCalls):
+                    yield pb.CompleteResponse(tool_calls=pb.ToolCalls(calls=[
+                        pb.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in event.calls]))
+                elif isinstance(event, Finished):
+                    yield pb.CompleteResponse(done=pb.Done(finish_reason=FINISH[event.finish_reason]
+                                                           if event.finish_reason in FINISH else pb.FINISH_REASON_STOP,
+                                                           usage=self.usage(event.usage)))
+                else:
+                    yield pb.CompleteResponse(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
+                                                                   completion_tokens=event.completion_tokens))
+        finally:
+            self.inflight -= 1

@@ -19,6 +19,10 @@ class GenerationParams:
     temperature: float
     json_schema: dict | None = None
     timeout_s: float = 30.0  # the transport's own safety net; stage deadlines are enforced above
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    model: str = ""  # the model to ask for; empty: the backend's configured one
 
 
 @dataclass
@@ -33,6 +37,10 @@ class Chunk:
 
 class BackendError(Exception):
     """The backend could not answer (connection refused, HTTP error, malformed or broken stream)."""
+
+
+class ContextLengthExceeded(BackendError):
+    """The backend refused the prompt as longer than its context: the caller's error, never failed over."""
 
 
 @dataclass

@@ -33,7 +33,8 @@ class GeminiBackend(LlmBackend):
             system_instruction=system, max_output_tokens=params.max_tokens, temperature=params.temperature,
             http_options=types.HttpOptions(timeout=int(params.timeout_s * 1000)),
             response_mime_type="application/json" if params.json_schema is not None else None,
-            response_json_schema=params.json_schema)
+            response_json_schema=params.json_schema, top_p=params.top_p, seed=params.seed,
+            stop_sequences=list(params.stop) or None)
         return contents, config
 
     async def probe(self) -> None:

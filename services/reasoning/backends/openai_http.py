@@ -8,7 +8,14 @@ from typing import Literal
 
 import httpx
 
-from services.reasoning.backends.base import INFLIGHT, BackendError, Chunk, GenerationParams, LlmBackend
+from services.reasoning.backends.base import (
+    INFLIGHT,
+    BackendError,
+    Chunk,
+    ContextLengthExceeded,
+    GenerationParams,
+    LlmBackend,
+)
 
 
 class OpenAIBackend(LlmBackend):
@@ -33,8 +40,15 @@ class OpenAIBackend(LlmBackend):
 
     def body(self, messages: list[dict[str, str]], params: GenerationParams) -> dict:
         """The request body."""
-        body: dict = {"model": self.model, "messages": messages, "stream": True, "max_tokens": params.max_tokens,
-                      "temperature": params.temperature, "stream_options": {"include_usage": True}}
+        body: dict = {"model": params.model or self.model, "messages": messages, "stream": True,
+                      "max_tokens": params.max_tokens, "temperature": params.temperature,
+                      "stream_options": {"include_usage": True}}
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
         if params.json_schema is not None:
             if self.schema_format == "json_object":
                 body["response_format"] = {"type": "json_object", "schema": params.json_schema}
@@ -52,6 +66,9 @@ class OpenAIBackend(LlmBackend):
                                          timeout=httpx.Timeout(params.timeout_s, connect=2.0)) as resp:
                 if resp.status_code != 200:
                     detail = (await resp.aread())[:300].decode("utf-8", "replace")
+                    if resp.status_code == 400 and "context" in detail.lower():
+                        # llama-server: "exceeds the available context size"; vLLM: "maximum context length"
+                        raise ContextLengthExceeded(f"{self.name}: {detail}")
                     raise BackendError(f"{self.name}: HTTP {resp.status_code}: {detail}")
                 finished = False
                 finish_reason = None

@@ -8,10 +8,13 @@ import json
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 
 from clients.reasoning import (
+    COMPLETE_ROLES,
     ERROR_KINDS,
     FINISH_REASONS,
+    FORMAT_TYPES,
     REASON_STATUSES,
     ROLES,
+    TOOL_MODES,
     Delta,
     Done,
     Options,
@@ -37,7 +40,9 @@ def test_every_enum_value_of_the_contract_has_a_name():
     assert set(REASON_STATUSES) == named(pb.ReasonStatus)
     assert set(ERROR_KINDS) == named(pb.ErrorKind)
     assert set(FINISH_REASONS) == named(pb.FinishReason)
-    assert set(ROLES.values()) == named(pb.Role)
+    assert set(COMPLETE_ROLES.values()) == named(pb.Role) and set(ROLES.values()) <= named(pb.Role)
+    assert set(TOOL_MODES.values()) == named(pb.ToolChoiceMode)
+    assert set(FORMAT_TYPES.values()) == named(pb.ResponseFormatType)
 
 
 def test_reasons_carry_status_and_violations_and_an_unset_status_is_none():

@@ -1,0 +1,45 @@
+"""Model routes: a name (``fast``, ``quality``, a model id) -> a pool of reasoning instances and a backend model.
+
+Requests name a route in ``model`` (OpenAI's field); the mesh's own features each take the route their
+setting names, so one setting moves a feature to another model. Routes share the clients of the
+instances they have in common; each has its own session ring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clients.reasoning import AsyncReasoningClient
+from gateway.config import GatewaySettings
+from gateway.http.errors import ApiError
+from gateway.reasoning.pool import ReasoningPool
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """One route: its name, its instances, and the backend model it asks for ('' = the instances' own)."""
+
+    name: str
+    pool: ReasoningPool
+    model: str
+
+
+class ModelRoutes:
+    """Every configured route, by name."""
+
+    def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings) -> None:
+        self.default = settings.default_model_route
+        self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings),
+                                        spec.model)
+                       for name, spec in settings.route_specs().items()}
+
+    def names(self) -> list[str]:
+        """Route names, the default first."""
+        return [self.default, *sorted(n for n in self.routes if n != self.default)]
+
+    def get(self, name: str | None) -> ModelRoute:
+        """The route ``name`` (None or empty: the default); 404 ``model_not_found`` for an unknown one."""
+        route = self.routes.get(name or self.default)
+        if route is None:
+            raise ApiError(404, "model_not_found", f"model {name!r} is not a model route; GET /v1/models lists them")
+        return route

@@ -1,0 +1,91 @@
+"""Runs one completion :class:`~services.reasoning.completions.Plan`: stream, decode, regenerate once.
+
+Events: text :class:`Delta` (free text and response formats stream as written; tool-choice answers and
+buffered calls come as one delta once validated), or one :class:`ToolCalls`; then exactly one
+:class:`Finished` (``finish_reason`` ``stop``, ``length`` or ``tool_calls``) or :class:`Failed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from services.reasoning.backends.base import GenerationParams
+from services.reasoning.completions import AnswerInvalid, Decoded, Plan, ToolCallOut, regeneration_note
+from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage, add_usage
+
+MIN_REGENERATION_S = 1.0  # less than this left of the total deadline: no second answer is tried
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The tool calls of the answer."""
+
+    calls: tuple[ToolCallOut, ...]
+
+
+CompletionEvent = Delta | ToolCalls | Finished | Failed
+
+
+class Completer:
+    """Completions over a :class:`Generator`."""
+
+    def __init__(self, generator: Generator) -> None:
+        self.generator = generator
+
+    async def run(self, plan: Plan, params: GenerationParams, timeouts: Timeouts, *,
+                  buffered: bool) -> AsyncIterator[CompletionEvent]:
+        """Stream the answer (see the module doc)."""
+        start = time.perf_counter()
+        total = Usage(llm_calls=0)
+        hold = buffered or plan.decodes_tools  # what must validate before any of it is sent
+        messages = list(plan.messages)
+        call = dataclasses.replace(params, json_schema=plan.schema)
+        attempt_timeouts: Timeouts | None = timeouts
+        error = ""
+        while attempt_timeouts is not None:
+            final: Finished | Failed | None = None
+            async for event in self.generator.stream(messages, call, attempt_timeouts):
+                if isinstance(event, Delta):
+                    if not hold:
+                        yield event
+                else:
+                    final = event
+            assert final is not None, "a generator stream always ends with Finished or Failed"
+            total.llm_calls += 1
+            add_usage(total, final.usage)
+            if isinstance(final, Failed):
+                yield dataclasses.replace(final, usage=total)
+                return
+            if final.finish_reason == "length" and (plan.schema is not None):
+                error = f"the answer was cut at max_tokens ({params.max_tokens}) before its JSON closed"
+            else:
+                try:
+                    decoded = plan.decode(final.text)
+                except AnswerInvalid as err:
+                    error = str(err)
+                else:
+                    for out in self._deliver(decoded, hold):
+                        yield out
+                    reason = "tool_calls" if decoded.tool_calls else final.finish_reason
+                    yield Finished(reason, total, decoded.content)
+                    return
+            # A streamed answer cannot be taken back: only a held one is tried again.
+            attempt_timeouts = self._again(timeouts, start) if hold and total.llm_calls == 1 else None
+            messages = [*plan.messages, {"role": "assistant", "content": final.text}, regeneration_note(error, plan)]
+        yield Failed("schema_violation", error, total.completion_tokens, total)
+
+    @staticmethod
+    def _deliver(decoded: Decoded, held: bool) -> list[CompletionEvent]:
+        if decoded.tool_calls:
+            return [ToolCalls(decoded.tool_calls)]
+        return [Delta(decoded.content)] if held and decoded.content else []
+
+    @staticmethod
+    def _again(timeouts: Timeouts, start: float) -> Timeouts | None:
+        left = timeouts.total_s - (time.perf_counter() - start)
+        if left < MIN_REGENERATION_S:
+            return None
+        return Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)

@@ -1,0 +1,246 @@
+"""OpenAI-style completions: a conversation in, text or a tool call out, every structured answer validated.
+
+A response format or a tool choice is decoded as schema-constrained output, so it works on any backend
+with a grammar or guided decoding (llama-server, vLLM, Gemini's JSON mode), not only on those whose
+chat template parses tool calls (the embedded Qwen2.5-Coder-1.5B under llama-server ``--jinja``
+wrote its calls as a json block in the text instead):
+
+- with tools, the model answers one JSON object, either ``{"tool": <name>, "arguments": <that
+  tool's parameters>}`` or, when the choice allows it, ``{"answer": <text or the response format>}``;
+  the schema is the ``anyOf`` of those branches, so a call's arguments follow the tool's schema by
+  construction, and are validated here anyway;
+- earlier tool calls and results are written into the conversation as that same JSON and as user
+  turns naming the call, so no backend needs a tool-aware chat template.
+
+An answer that does not parse or validate is regenerated once with the violation named (always for
+tool calls, which are never streamed before they are decoded; for a response format only when the
+caller reads the answer whole), then fails as a schema violation: it is never returned as success.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+
+from services.bootstrap.errors import Violation
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_TOOLS = 32
+MAX_STOP = 4
+ToolMode = Literal["auto", "none", "required", "named"]
+Role = Literal["system", "user", "assistant", "tool"]
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class AnswerInvalid(ValueError):
+    """The model's structured answer does not parse or does not follow its schema."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCallIn:
+    """An earlier tool call of the conversation (arguments as the caller sent them, JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class MessageIn:
+    """One message of the conversation."""
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCallIn, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    """A call the model chose: ``arguments`` is JSON text that validates against the tool's parameters."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A structured answer, decoded: text content, or tool calls."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCallOut, ...] = ()
+
+
+@dataclass
+class Plan:
+    """How one completion runs: the backend's messages, the schema it is held to, and how to decode."""
+
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None = None  # the backend's constraint (None: free text)
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+    tool_mode: ToolMode = "none"
+    answer_schema: dict[str, Any] | None = None  # the response format (None: text)
+
+    @property
+    def decodes_tools(self) -> bool:
+        """True when the answer is a tool-choice object to decode (never streamed as it is written)."""
+        return bool(self.tools) and self.tool_mode != "none"
+
+    def decode(self, text: str) -> Decoded:
+        """The answer ``text`` decoded and validated (raises :class:`AnswerInvalid`)."""
+        if self.decodes_tools:
+            return self._decode_tools(text)
+        if self.answer_schema is not None:
+            validate(parse_json(text), self.answer_schema, "the answer")
+        return Decoded(content=text)
+
+    def _decode_tools(self, text: str) -> Decoded:
+        obj = parse_json(text)
+        if not isinstance(obj, dict):
+            raise AnswerInvalid("the answer is not a JSON object")
+        if "tool" in obj:
+            name = obj["tool"]
+            if name not in self.tools or (self.tool_mode == "named" and name != next(iter(self.tools))):
+                raise AnswerInvalid(f"tool {name!r} is not one of {sorted(self.tools)}")
+            arguments = obj.get("arguments", {})
+            validate(arguments, self.tools[name].parameters, f"the arguments of {name}")
+            return Decoded(tool_calls=(ToolCallOut("call_" + secrets.token_hex(12), name,
+                                                   json.dumps(arguments, ensure_ascii=False)),))
+        if "answer" in obj and self.tool_mode == "auto":
+            answer = obj["answer"]
+            if self.answer_schema is not None:
+                validate(answer, self.answer_schema, "the answer")
+                return Decoded(content=json.dumps(answer, ensure_ascii=False))
+            if not isinstance(answer, str):
+                raise AnswerInvalid("the answer is not a string")
+            return Decoded(content=answer)
+        raise AnswerInvalid('the answer has neither "tool" nor an allowed "answer"')
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON (raises :class:`AnswerInvalid`)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise AnswerInvalid(f"not JSON: {str(err).splitlines()[0][:200]}") from None
+
+
+def validate(value: Any, schema: dict[str, Any], what: str) -> None:
+    """Raise :class:`AnswerInvalid` naming the first violation when ``value`` breaks ``schema``."""
+    try:
+        jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path)
+        raise AnswerInvalid(f"{what}{' at ' + where if where else ''}: {err.message[:200]}") from None
+    except RecursionError:
+        raise AnswerInvalid(f"{what} is nested too deep") from None
+
+
+def check_schema(raw: str, where: str, violations: list[Violation], *, object_only: bool = False
+                 ) -> dict[str, Any] | None:
+    """A caller's JSON schema, parsed and checked (a violation naming ``where`` otherwise)."""
+    try:
+        schema = json.loads(raw)
+        if not isinstance(schema, dict):
+            raise ValueError("a schema must be a JSON object")
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except (ValueError, RecursionError, jsonschema.SchemaError) as err:
+        violations.append(Violation(where, f"not a valid JSON schema: {str(err).splitlines()[0][:200]}"))
+        return None
+    if object_only and schema.get("type", "object") != "object":
+        violations.append(Violation(where, "must describe an object (type: object)"))
+        return None
+    return schema
+
+
+def tool_choice_schema(tools: dict[str, ToolSpec], mode: ToolMode,
+                       answer_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The schema of a tool-choice answer: one branch per callable tool, plus the plain answer under ``auto``."""
+    branches: list[dict[str, Any]] = [
+        {"type": "object", "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+         "required": ["tool", "arguments"], "additionalProperties": False} for t in tools.values()]
+    if mode == "auto":
+        branches.append({"type": "object", "properties": {"answer": answer_schema or {"type": "string"}},
+                         "required": ["answer"], "additionalProperties": False})
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def tool_instructions(tools: dict[str, ToolSpec], mode: ToolMode) -> str:
+    """What the model is told about the tools and the answer's form."""
+    listing = json.dumps([{"name": t.name, "description": t.description, "parameters": t.parameters}
+                          for t in tools.values()], ensure_ascii=False)
+    lines = ["You can call these tools (JSON):", listing, "",
+             "Reply with exactly one JSON object:",
+             '- {"tool": "<tool name>", "arguments": {...}} to call a tool; the arguments follow its parameters '
+             "and take their values from the conversation;"]
+    if mode == "auto":
+        lines.append('- {"answer": "<reply>"} to reply to the user yourself, when no tool is needed or a tool '
+                     "result already holds what the user asked.")
+    elif mode == "required":
+        lines.append("You must call one of the tools.")
+    else:
+        lines.append(f"You must call the tool {next(iter(tools))}.")
+    return "\n".join(lines)
+
+
+def backend_messages(messages: list[MessageIn], tools: dict[str, ToolSpec], mode: ToolMode) -> list[dict[str, str]]:
+    """The conversation for any chat template: tool calls as the answer JSON, tool results as user turns."""
+    out: list[dict[str, str]] = []
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            calls = [json.dumps({"tool": c.name, "arguments": _arguments(c.arguments)}, ensure_ascii=False)
+                     for c in m.tool_calls]
+            out.append({"role": "assistant", "content": "\n".join(([m.content] if m.content else []) + calls)})
+        elif m.role == "tool":
+            name = m.name or names.get(m.tool_call_id, "")
+            out.append({"role": "user", "content": f"Result of the tool call {m.tool_call_id} ({name}):\n{m.content}"})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    if tools and mode != "none":
+        note = tool_instructions(tools, mode)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + note}
+        else:
+            out.insert(0, {"role": "system", "content": note})
+    return _merge_same_roles(out)
+
+
+def _arguments(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return raw
+
+
+def _merge_same_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Adjacent messages of one role joined (several tool results in a row; templates that want turns to alternate)."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        if out and out[-1]["role"] == m["role"] and m["role"] != "system":
+            out[-1] = {"role": m["role"], "content": out[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            out.append(m)
+    return out
+
+
+def regeneration_note(error: str, plan: Plan) -> dict[str, str]:
+    """The user turn asking for one more answer after ``error``."""
+    form = "one JSON object in the form described above" if plan.decodes_tools else "JSON following the schema"
+    return {"role": "user", "content": f"Your last reply was not valid ({error}). Reply again with {form}."}

@@ -1,0 +1,151 @@
+"""Completions: tool choices and response formats decoded under a schema, validated, regenerated once.
+
+Decoding is checked on plain strings; the regeneration on a scripted OpenAI-compatible stand-in
+(bench/standin.py), since a real model cannot be made to break its schema on demand.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from bench.standin import ChatStandIn
+from services.reasoning.backends.base import GenerationParams
+from services.reasoning.backends.openai_http import OpenAIBackend
+from services.reasoning.completer import Completer, ToolCalls
+from services.reasoning.completions import (
+    AnswerInvalid,
+    MessageIn,
+    Plan,
+    ToolCallIn,
+    ToolSpec,
+    backend_messages,
+    tool_choice_schema,
+)
+from services.reasoning.generation import Delta, Failed, Finished, Generator, PriceTable, Timeouts
+
+WEATHER = ToolSpec("get_weather", "도시의 현재 날씨", {
+    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city"], "additionalProperties": False})
+BOOKS = ToolSpec("search_books", "도서 검색", {
+    "type": "object", "properties": {"query": {"type": "string", "minLength": 1}, "limit": {"type": "integer",
+                                                                                            "minimum": 1}},
+    "required": ["query"]})
+TOOLS = {t.name: t for t in (WEATHER, BOOKS)}
+
+
+def plan(mode="auto", tools=TOOLS, answer_schema=None) -> Plan:
+    p = Plan([{"role": "user", "content": "질문"}], tools=tools, tool_mode=mode, answer_schema=answer_schema)
+    p.schema = tool_choice_schema(tools, mode, answer_schema) if p.decodes_tools else answer_schema
+    return p
+
+
+def test_the_auto_schema_admits_each_tool_with_its_arguments_or_an_answer_and_nothing_else():
+    schema = tool_choice_schema(TOOLS, "auto", None)
+    ok = [{"tool": "get_weather", "arguments": {"city": "서울"}}, {"answer": "안녕하세요"},
+          {"tool": "search_books", "arguments": {"query": "파이썬", "limit": 3}}]
+    bad = [{"tool": "get_weather", "arguments": {}}, {"tool": "delete_all", "arguments": {}},
+           {"tool": "get_weather", "arguments": {"city": "서울", "unit": "k"}}, {"answer": 3}, {"other": 1}]
+    for value in ok:
+        jsonschema.validate(value, schema)
+    for value in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(value, schema)
+    assert {"answer": "x"} not in [b.get("properties") for b in tool_choice_schema(TOOLS, "required", None)["anyOf"]]
+    assert tool_choice_schema({"get_weather": WEATHER}, "named", None)["properties"]["tool"] == {"const": "get_weather"}
+
+
+def test_a_tool_call_decodes_to_an_id_a_name_and_arguments_as_json_text():
+    decoded = plan().decode('{"tool": "get_weather", "arguments": {"city": "부산", "unit": "c"}}')
+    (call,) = decoded.tool_calls
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "부산", "unit": "c"}
+    assert call.id.startswith("call_") and len(call.id) > 10 and decoded.content == ""
+    assert plan().decode('{"answer": "도구 없이 답합니다"}').content == "도구 없이 답합니다"
+
+
+@pytest.mark.parametrize("text,mode,why", [
+    ('{"tool": "get_weather", "arguments": {"town": "부산"}}', "auto", "arguments of get_weather"),
+    ('{"tool": "drop_table", "arguments": {}}', "auto", "not one of"),
+    ('{"answer": "답"}', "required", "neither"),
+    ('{"tool": "get_weather", "arguments": {"city": "부산"}', "auto", "not JSON"),
+    ('["get_weather"]', "auto", "not a JSON object"),
+])
+def test_an_answer_that_breaks_the_choice_is_invalid_naming_why(text, mode, why):
+    with pytest.raises(AnswerInvalid, match=why):
+        plan(mode).decode(text)
+
+
+def test_an_answer_under_a_response_format_is_validated_and_returned_as_json_text():
+    schema = {"type": "object", "properties": {"score": {"type": "integer", "maximum": 100}}, "required": ["score"]}
+    assert json.loads(plan(answer_schema=schema).decode('{"answer": {"score": 90}}').content) == {"score": 90}
+    with pytest.raises(AnswerInvalid, match="maximum"):
+        plan(answer_schema=schema).decode('{"answer": {"score": 190}}')
+    no_tools = plan(mode="none", tools={}, answer_schema=schema)
+    assert no_tools.decode('{"score": 7}').content == '{"score": 7}'
+    with pytest.raises(AnswerInvalid):
+        no_tools.decode('{"score": "칠"}')
+
+
+def test_tool_history_is_written_for_any_chat_template():
+    messages = [MessageIn("system", "친절한 도우미"), MessageIn("user", "서울 날씨?"),
+                MessageIn("assistant", "", (ToolCallIn("call_1", "get_weather", '{"city": "서울"}'),)),
+                MessageIn("tool", "맑음, 21도", tool_call_id="call_1"),
+                MessageIn("tool", "습도 40%", tool_call_id="call_1")]
+    out = backend_messages(messages, TOOLS, "auto")
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
+    assert out[0]["content"].startswith("친절한 도우미") and '"name": "search_books"' in out[0]["content"]
+    assert json.loads(out[2]["content"]) == {"tool": "get_weather", "arguments": {"city": "서울"}}
+    assert "call_1 (get_weather)" in out[3]["content"] and "맑음, 21도" in out[3]["content"]
+    assert "습도 40%" in out[3]["content"]  # two results in a row joined into one turn
+    assert all("tool" not in m["content"].lower() for m in backend_messages(messages[:2], {}, "none"))
+
+
+@pytest.fixture
+def completer_for():
+    made = []
+
+    def make(answers: list[str]):
+        standin = ChatStandIn([{"chunks": [a]} for a in answers])
+        generator = Generator([OpenAIBackend("standin", standin.url, "m", schema_format="json_object")],
+                              Timeouts(), PriceTable())
+        made.append(standin)
+        return standin, Completer(generator)
+
+    yield make
+    for standin in made:
+        standin.close()
+
+
+async def events(completer: Completer, p: Plan, buffered: bool) -> list:
+    return [e async for e in completer.run(p, GenerationParams(64, 0.0), Timeouts(), buffered=buffered)]
+
+
+async def test_a_broken_tool_call_is_regenerated_once_naming_the_violation(completer_for):
+    standin, completer = completer_for(['{"tool": "get_weather", "arguments": {"town": "서울"}}',
+                                        '{"tool": "get_weather", "arguments": {"city": "서울"}}'])
+    out = await events(completer, plan(), buffered=False)
+    assert isinstance(out[0], ToolCalls) and json.loads(out[0].calls[0].arguments) == {"city": "서울"}
+    assert isinstance(out[-1], Finished) and out[-1].finish_reason == "tool_calls" and out[-1].usage.llm_calls == 2
+    retry = standin.requests[1]["messages"]
+    assert "not valid" in retry[-1]["content"] and "city" in retry[-1]["content"]
+    assert standin.requests[0]["response_format"]["schema"]["anyOf"]  # the backend was held to the choice
+
+
+async def test_a_tool_call_broken_twice_fails_as_a_schema_violation_and_is_never_returned(completer_for):
+    _, completer = completer_for(['{"tool": "get_weather", "arguments": {}}'])
+    out = await events(completer, plan("required"), buffered=False)
+    assert len(out) == 1 and isinstance(out[0], Failed) and out[0].kind == "schema_violation"
+    assert out[0].usage.llm_calls == 2
+
+
+async def test_a_streamed_format_is_not_retried_and_a_buffered_one_is(completer_for):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    p = plan("none", {}, schema)
+    _, streamed = completer_for(['{"n": "하나"}', '{"n": 1}'])
+    out = await events(streamed, p, buffered=False)
+    assert isinstance(out[0], Delta) and isinstance(out[-1], Failed) and out[-1].usage.llm_calls == 1
+    _, held = completer_for(['{"n": "하나"}', '{"n": 1}'])
+    out = await events(held, p, buffered=True)
+    assert [type(e) for e in out] == [Delta, Finished] and out[0].text == '{"n": 1}' and out[1].usage.llm_calls == 2
