@@ -15,8 +15,11 @@ overhead, at the LLM server directly). One run, in this order:
    no call when none is needed; per case kind. Nothing was tuned on these cases.
 3. **overhead**: the same short prompt (8 tokens, temperature 0) on the LLM server directly and through
    the gateway, interleaved: TTFT (streamed) and total (not streamed) p50 and their difference.
+4. **concurrency**: c = 1, 2, 4, 8, 16 streams (max(c, 4) requests of 32 tokens each level, every prompt
+   new) through the gateway and on the LLM server directly, level by level, path after path: aggregate
+   completion tokens/s, TTFT p50/p95, errors. The embedded server runs one slot.
 
-A run of every part writes ``llm_api.md`` / ``.json``; fewer parts only print.
+A run of every part writes ``llm_api.md`` / ``.json``; a run of fewer parts ``llm_api_<parts>.md`` / ``.json``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
 
 CASES = Path(__file__).parent / "data" / "llm_tool_cases.json"
-PARTS = ("conformance", "tools", "overhead")
+PARTS = ("conformance", "tools", "overhead", "concurrency")
+LEVELS = (1, 2, 4, 8, 16)
 SCHEMAS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "nested_object": ({
         "type": "object", "additionalProperties": False, "required": ["name", "contact", "address"],
@@ -222,6 +226,55 @@ async def overhead(direct: Any, gateway: Any, model: str, rounds: int) -> dict[s
             "total_overhead_ms": round(med["gateway"]["total_p50_ms"] - med["direct"]["total_p50_ms"], 1)}
 
 
+async def _level(one: Any, client: Any, name: str, tag: str, n: int, c: int) -> list[Any]:
+    """``n`` calls of ``one``, ``c`` at a time."""
+    queue = iter(range(n))
+    results: list[Any] = []
+
+    async def worker() -> None:
+        for i in queue:
+            results.append(await one(client, name, f"{tag}-{i}"))
+
+    await asyncio.gather(*(worker() for _ in range(c)))
+    return results
+
+
+async def concurrency(direct: Any, gateway: Any, model: str) -> dict[str, Any]:
+    """Aggregate throughput and TTFT per concurrency level, through the gateway and directly."""
+    async def one(client: Any, name: str, tag: str) -> tuple[float | None, int, str | None]:
+        t = time.perf_counter()
+        first = None
+        try:
+            stream = await client.chat.completions.create(
+                model=name, max_tokens=32, temperature=0, stream=True, stream_options={"include_usage": True},
+                messages=[{"role": "user", "content": f"[{tag}] 가을에 읽기 좋은 책을 한 문장으로 추천해 줘."}])
+            tokens = 0
+            async for chunk in stream:
+                if first is None and chunk.choices and chunk.choices[0].delta.content:
+                    first = time.perf_counter() - t
+                if chunk.usage:
+                    tokens = chunk.usage.completion_tokens
+            return first, tokens, None
+        except openai.APIError as err:
+            return first, 0, type(err).__name__
+
+    out: dict[str, Any] = {}
+    for path, client, name in (("gateway", gateway, "local"), ("direct", direct, model)):
+        rows = []
+        for c in LEVELS:
+            n = max(c, 4)
+            t = time.perf_counter()
+            results = await _level(one, client, name, f"{path}-{c}", n, c)
+            wall = time.perf_counter() - t
+            ttft = [r[0] for r in results if r[0] is not None]
+            rows.append({"c": c, "requests": n, "tokens_per_s": round(sum(r[1] for r in results) / wall, 2),
+                         "ttft_p50_s": round(_p(ttft, 0.5), 2), "ttft_p95_s": round(_p(ttft, 0.95), 2),
+                         "errors": sum(r[2] is not None for r in results), "wall_s": round(wall, 1)})
+        out[path] = rows
+    out["ratio_at_16"] = round(out["gateway"][-1]["tokens_per_s"] / out["direct"][-1]["tokens_per_s"], 3)
+    return out
+
+
 def markdown(figures: dict[str, Any]) -> list[str]:
     """The result's body."""
     out: list[str] = []
@@ -248,6 +301,15 @@ def markdown(figures: dict[str, Any]) -> list[str]:
                          [[k, str(o[k]["ttft_p50_ms"]), str(o[k]["total_p50_ms"])] for k in ("direct", "gateway")]),
                 "", f"Overhead: TTFT {o['ttft_overhead_ms']} ms, total {o['total_overhead_ms']} ms (targets ≤ 5 ms "
                 f"each), {o['rounds']} rounds.", ""]
+    if c := figures.get("concurrency"):
+        out += ["## Concurrent streams (one llama-server slot, 32 tokens each)", "",
+                md_table(["c", "gateway tokens/s", "direct tokens/s", "gateway TTFT p50 / p95 s",
+                          "direct TTFT p50 / p95 s", "errors gateway / direct"],
+                         [[str(g["c"]), str(g["tokens_per_s"]), str(d["tokens_per_s"]),
+                           f"{g['ttft_p50_s']} / {g['ttft_p95_s']}", f"{d['ttft_p50_s']} / {d['ttft_p95_s']}",
+                           f"{g['errors']} / {d['errors']}"] for g, d in zip(c["gateway"], c["direct"], strict=True)]),
+                "", f"Aggregate tokens/s through the gateway at c = 16: {c['ratio_at_16']:.1%} of direct "
+                "(target ≥ 95 %).", ""]
     return out
 
 
@@ -274,6 +336,8 @@ async def run(parts: tuple[str, ...], rounds: int) -> dict[str, Any]:
                 out["tools"] = await tools(gateway)
             if "overhead" in parts:
                 out["overhead"] = await overhead(direct, gateway, llm.model, rounds)
+            if "concurrency" in parts:
+                out["concurrency"] = await concurrency(direct, gateway, llm.model)
     finally:
         for p in procs:
             stop_service(p)
@@ -297,9 +361,9 @@ def main(argv: list[str] | None = None) -> None:
             "processes on loopback; the official `openai` client against the gateway (and, for the overhead, the "
             "LLM server directly). Tool choices and response formats are decoded as schema-constrained output "
             "(llama-server's grammar from the schema) and validated in the reasoning service.", "", *markdown(figures)]
-    if set(parts) == set(PARTS):
-        write_result("llm_api", "OpenAI-compatible LLM API", body, figures, out=args.out,
-                     command=command_line("bench.llm_api", argv))
+    name = "llm_api" if set(parts) == set(PARTS) else "llm_api_" + "_".join(parts)
+    write_result(name, "OpenAI-compatible LLM API", body, figures, out=args.out,
+                 command=command_line("bench.llm_api", argv))
     print("\n".join(body))
 
 

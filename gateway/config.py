@@ -92,6 +92,9 @@ class GatewaySettings(BaseSettings):
     max_inflight_search: int = Field(16, ge=0, description="searches (and recommendations) in flight at once; "
                                                           "more wait --shed-wait-s, then 429; 0 = no cap")
     max_inflight_embeddings: int = Field(4, ge=0, description="/v1/embeddings calls in flight at once; 0 = no cap")
+    max_inflight_llm: int = Field(0, ge=0, description="LLM calls in flight at once per group (/v1/chat and "
+                                                       "/v1/chat/completions; /v1/summaries); more wait "
+                                                       "--shed-wait-s, then 429; 0 = no cap")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
     job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "

@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 from prometheus_client import Counter
 
-from gateway.http.errors import ApiError, error_response
+from gateway.http.errors import OPENAI_SHAPED_PATHS, ApiError, error_response
 
 SHED = Counter("mesh_gateway_shed", "requests refused before doing work", ["reason"])
 for _reason in ("rate_limited", "overloaded"):
@@ -97,7 +97,7 @@ class Shedding:
             SHED.labels("overloaded").inc()
             refused = ApiError(429, "overloaded", "too many requests in flight; retry shortly", retryable=True,
                                retry_after_s=1.0)
-            return await error_response(refused)(scope, receive, send)
+            return await error_response(refused, path in OPENAI_SHAPED_PATHS)(scope, receive, send)
         try:
             await self.app(scope, receive, send)
         finally:

@@ -66,6 +66,27 @@ async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
         assert (await http.post("/v1/search")).status_code == 200  # slots are given back
 
 
+async def test_a_shed_chat_completion_is_429_in_openais_shape():
+    release = asyncio.Event()
+    entered = asyncio.Semaphore(0)
+
+    async def slow(scope, receive, send):
+        entered.release()
+        await release.wait()
+        await _ok(scope, receive, send)
+
+    app = Shedding(slow, limits={"/v1/chat": 1}, wait_s=0.05)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        held = asyncio.create_task(http.post("/v1/chat"))
+        await entered.acquire()
+        refused = await http.post("/v1/chat/completions")  # the same group as /v1/chat
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert refused.json()["error"] | {"message": ""} == {"message": "", "type": "rate_limit_error", "param": None,
+                                                             "code": "overloaded"}
+        release.set()
+        assert (await held).status_code == 200
+
+
 async def test_a_request_cut_off_by_shutdown_gets_503_not_500():
     started = asyncio.Event()
 
