@@ -205,17 +205,21 @@ async def overhead(direct: Any, gateway: Any, model: str, rounds: int) -> dict[s
     for i in range(rounds + 1):
         paths: list[tuple[str, Any, str]] = [("direct", direct, model), ("gateway", gateway, "local")]
         for path, client, name in paths:
-            messages = [{"role": "system", "content": "한 단어로 답한다."},
-                        {"role": "user", "content": f"[{i}] 하늘의 색은?"}]
+            # Every call its own tag after the same system prefix: each reuses exactly that cached prefix,
+            # whichever call ran before it (the same messages twice would be a full cache hit the second time).
+            def messages(kind: str, path: str = path, i: int = i) -> list[dict[str, str]]:
+                return [{"role": "system", "content": "한 단어로 답한다."},
+                        {"role": "user", "content": f"[{i}-{path}-{kind}] 하늘의 색은?"}]
+
             t = time.perf_counter()
-            stream = await client.chat.completions.create(model=name, messages=messages, max_tokens=8, temperature=0,
-                                                          stream=True)
+            stream = await client.chat.completions.create(model=name, messages=messages("stream"), max_tokens=8,
+                                                          temperature=0, stream=True)
             first = None
             async for chunk in stream:
                 if first is None and chunk.choices and chunk.choices[0].delta.content:
                     first = time.perf_counter() - t
             t = time.perf_counter()
-            await client.chat.completions.create(model=name, messages=messages, max_tokens=8, temperature=0)
+            await client.chat.completions.create(model=name, messages=messages("whole"), max_tokens=8, temperature=0)
             if i:  # the first round warms both paths' caches
                 ttft[path].append(first or float("nan"))
                 total[path].append(time.perf_counter() - t)

@@ -2,7 +2,8 @@
 
 The gateway under uvicorn on a real port, the reasoning service on port 0 over the embedded model
 (Qwen2.5-Coder-1.5B): create, stream with usage, `json_schema` through the SDK's pydantic `parse`
-helper, a two-step tool round trip, and errors in OpenAI's shape. Answers are short (max_tokens) so
+helper, a two-step tool round trip, errors in OpenAI's shape, and one framework client (LangChain's
+`ChatOpenAI`: structured output and bound tools). Answers are short (max_tokens) so
 the model's speed on two cores does not dominate; what is asserted is shape and validity, not wording.
 """
 
@@ -38,14 +39,18 @@ class Book(BaseModel):
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def client(embedding_service, llm_server):
+async def base_url(embedding_service, llm_server):
     async with running_reasoning(backend_url=llm_server.base_url) as reasoning:
         app = gateway_app(embedding_service.port, "127.0.0.1:1", reasoning_targets=f"127.0.0.1:{reasoning.port}",
                           **SLOW)
         async with serving(app) as base:
-            async with openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0,
-                                          timeout=300) as oa:
-                yield oa
+            yield f"{base}/v1"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def client(base_url):
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300) as oa:
+        yield oa
 
 
 async def test_create_answers_with_usage(client):
@@ -143,3 +148,21 @@ async def test_a_conversation_longer_than_the_context_is_context_length_exceeded
 async def test_models_lists_the_routes_next_to_the_embedding_model(client):
     ids = [m.id async for m in client.models.list()]
     assert "local" in ids and any(i.startswith("intfloat/") for i in ids)
+
+
+async def test_a_framework_client_langchains_chatopenai_structured_output_and_tools(base_url):
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def get_weather(city: str) -> str:
+        """도시의 현재 날씨를 알려 준다."""
+        return "맑음"
+
+    llm = ChatOpenAI(base_url=base_url, api_key="unused", model="local", temperature=0, max_tokens=80,
+                     max_retries=0, timeout=300)
+    book = await llm.with_structured_output(Book).ainvoke("한강의 소설 '소년이 온다'(2014)의 제목, 연도, 장르")
+    assert isinstance(book, Book)
+    answer = await llm.bind_tools([get_weather], tool_choice="get_weather").ainvoke("부산 날씨 알려 줘")
+    (call,) = answer.tool_calls
+    assert call["name"] == "get_weather" and isinstance(call["args"]["city"], str)
