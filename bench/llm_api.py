@@ -15,6 +15,9 @@ overhead, at the LLM server directly). One run, in this order:
    no call when none is needed; per case kind. Nothing was tuned on these cases.
 3. **overhead**: the same short prompt (8 tokens, temperature 0) on the LLM server directly and through
    the gateway, interleaved: TTFT (streamed) and total (not streamed) p50 and their difference.
+5. **standin**: the overhead of 3 again, against a scripted stand-in server that answers at once
+   (bench/standin.py, not a model) with 60 rounds: the LLM's own TTFT varies by more than the mesh
+   adds, so only this isolates the gateway and reasoning hops (the target's figure).
 4. **concurrency**: c = 1, 2, 4, 8, 16 streams (max(c, 4) requests of 32 tokens each level, every prompt
    new) through the gateway and on the LLM server directly, level by level, path after path: aggregate
    completion tokens/s, TTFT p50/p95, errors. The embedded server runs one slot.
@@ -41,7 +44,7 @@ from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
 
 CASES = Path(__file__).parent / "data" / "llm_tool_cases.json"
-PARTS = ("conformance", "tools", "overhead", "concurrency")
+PARTS = ("conformance", "tools", "overhead", "concurrency", "standin")
 LEVELS = (1, 2, 4, 8, 16)
 SCHEMAS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "nested_object": ({
@@ -305,6 +308,12 @@ def markdown(figures: dict[str, Any]) -> list[str]:
                          [[k, str(o[k]["ttft_p50_ms"]), str(o[k]["total_p50_ms"])] for k in ("direct", "gateway")]),
                 "", f"Overhead: TTFT {o['ttft_overhead_ms']} ms, total {o['total_overhead_ms']} ms (targets ≤ 5 ms "
                 f"each), {o['rounds']} rounds.", ""]
+    if o := figures.get("standin_overhead"):
+        out += ["## Gateway overhead against an instant stand-in backend (the mesh's own cost per call)", "",
+                md_table(["path", "TTFT p50 ms", "total p50 ms (not streamed)"],
+                         [[k, str(o[k]["ttft_p50_ms"]), str(o[k]["total_p50_ms"])] for k in ("direct", "gateway")]),
+                "", f"Overhead: TTFT {o['ttft_overhead_ms']} ms, total {o['total_overhead_ms']} ms (targets ≤ 5 ms "
+                f"each), {o['rounds']} rounds; gateway = gateway + reasoning service, two hops.", ""]
     if c := figures.get("concurrency"):
         out += ["## Concurrent streams (one llama-server slot, 32 tokens each)", "",
                 md_table(["c", "gateway tokens/s", "direct tokens/s", "gateway TTFT p50 / p95 s",
@@ -317,12 +326,38 @@ def markdown(figures: dict[str, Any]) -> list[str]:
     return out
 
 
+async def standin_overhead(rounds: int) -> dict[str, Any]:
+    """The overhead part against an instant stand-in backend: the mesh's own cost per call."""
+    from bench.standin import ChatStandIn
+
+    standin = ChatStandIn([{"chunks": ["파랑", "색"]}])
+    procs = []
+    try:
+        rs, rs_port = start_service("services.reasoning", "--backend-url", standin.url, "--backend-model", "standin")
+        procs.append(rs)
+        gw, gw_port = start_service("gateway", "--reasoning-targets", f"127.0.0.1:{rs_port}")
+        procs.append(gw)
+        async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{gw_port}/v1", api_key="unused", max_retries=0,
+                                      timeout=60) as gateway, \
+                openai.AsyncOpenAI(base_url=standin.url, api_key="unused", max_retries=0, timeout=60) as direct:
+            return await overhead(direct, gateway, "standin", rounds)
+    finally:
+        for p in procs:
+            stop_service(p)
+        standin.close()
+
+
 async def run(parts: tuple[str, ...], rounds: int) -> dict[str, Any]:
     """Start the LLM server, the reasoning service and a gateway; run the parts."""
+    out: dict[str, Any] = {}
+    if "standin" in parts:
+        out["standin_overhead"] = await standin_overhead(max(rounds, 60))
+        if set(parts) == {"standin"}:
+            return out
     log_dir = Path(tempfile.mkdtemp(prefix="mesh-bench-llm-api-"))
     llm = start_llm_server(free_port(), log_path=log_dir / "llm.log")
     procs = []
-    out: dict[str, Any] = {"model": llm.model}
+    out["model"] = llm.model
     try:
         rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url, "--total-timeout-s", "600",
                                     "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
