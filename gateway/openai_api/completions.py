@@ -112,7 +112,13 @@ class CompletionStream(PooledStream[CompletionEvent]):
     # -- the two answer shapes -------------------------------------------------------------------
 
     async def whole(self) -> api.ChatCompletion:
-        """The answer as one ``chat.completion``."""
+        """The answer as one ``chat.completion`` (the slot and the RPC released when it returns or fails)."""
+        try:
+            return await self._whole()
+        finally:
+            await self.release()
+
+    async def _whole(self) -> api.ChatCompletion:
         parts: list[str] = []
         calls: list[api.CompletionResponseToolCall] = []
         async for event in self.events():
