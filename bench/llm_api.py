@@ -159,9 +159,9 @@ async def conformance(client: Any) -> dict[str, Any]:
             "schema_violations": sum(r["schema_violation"] for r in rows.values())}
 
 
-async def tools(client: Any) -> dict[str, Any]:
+async def tools(client: Any, cases: Path = CASES) -> dict[str, Any]:
     """The tool cases with ``tool_choice: auto``."""
-    data = json.loads(CASES.read_text(encoding="utf-8"))
+    data = json.loads(await asyncio.to_thread(cases.read_text, encoding="utf-8"))
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in data["tools"]}
     kinds: dict[str, dict[str, int]] = {}
     details = []
@@ -347,7 +347,7 @@ async def standin_overhead(rounds: int) -> dict[str, Any]:
         standin.close()
 
 
-async def run(parts: tuple[str, ...], rounds: int) -> dict[str, Any]:
+async def run(parts: tuple[str, ...], rounds: int, cases: Path = CASES) -> dict[str, Any]:
     """Start the LLM server, the reasoning service and a gateway; run the parts."""
     out: dict[str, Any] = {}
     if "standin" in parts:
@@ -372,7 +372,7 @@ async def run(parts: tuple[str, ...], rounds: int) -> dict[str, Any]:
             if "conformance" in parts:
                 out["conformance"] = await conformance(gateway)
             if "tools" in parts:
-                out["tools"] = await tools(gateway)
+                out["tools"] = await tools(gateway, cases)
             if "overhead" in parts:
                 out["overhead"] = await overhead(direct, gateway, llm.model, rounds)
             if "concurrency" in parts:
@@ -390,12 +390,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
     parser.add_argument("--rounds", type=int, default=15, help="overhead rounds per path [default 15]")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="results folder")
+    parser.add_argument("--cases", type=Path, default=CASES, help="tool cases (bench/data/llm_tool_cases_tune.json "
+                                                                  "tunes; the default reports)")
     args = parser.parse_args(argv)
     parts = tuple(p for p in args.parts.split(",") if p)
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
-    figures = asyncio.run(run(parts, args.rounds))
+    figures = asyncio.run(run(parts, args.rounds, args.cases))
     body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service and a gateway as "
             "processes on loopback; the official `openai` client against the gateway (and, for the overhead, the "
             "LLM server directly). Tool choices and response formats are decoded as schema-constrained output "
