@@ -193,7 +193,7 @@ async def tools(client: Any, cases: Path = CASES) -> dict[str, Any]:
     cases_with_tool = sum(v["cases"] for v in tool_kinds)
     none = kinds.get("none", {"cases": 0, "right": 0})
     all_calls = sum(v["calls"] for v in kinds.values())
-    return {"kinds": kinds, "cases": len(data["cases"]),
+    return {"kinds": kinds, "cases": len(data["cases"]), "cases_file": cases.name,
             "right_tool_share": round(sum(v["right"] for v in tool_kinds) / cases_with_tool, 3),
             "args_valid_share": (round(sum(v["args_valid"] for v in kinds.values()) / all_calls, 3)
                                  if all_calls else None),
@@ -295,7 +295,7 @@ def markdown(figures: dict[str, Any]) -> list[str]:
                            ", ".join(r["other_errors"]) or "0", str(r["p50_s"])] for n, r in c["schemas"].items()]),
                 ""]
     if t := figures.get("tools"):
-        out += ["## Tool calling (`tool_choice: auto`, bench/data/llm_tool_cases.json)", "",
+        out += [f"## Tool calling (`tool_choice: auto`, bench/data/{t.get('cases_file', CASES.name)})", "",
                 f"{t['cases']} cases: right tool {t['right_tool_share']:.1%} (target ≥ 90 %), arguments valid "
                 f"{t['args_valid_share']:.1%} of the calls made (target 100 %), no call when none is needed "
                 f"{t['no_call_when_none_needed_share']:.1%} (target ≥ 90 %); {t['errors']} errors.", "",
