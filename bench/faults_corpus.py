@@ -117,6 +117,12 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
     ("/v1/chat", "history 201", json.dumps({"session_id": "s", "message": "안녕", "history": [
         {"role": "user", "content": "x"}] * 201})),
     ("/v1/chat", "max_tokens 10**9", json.dumps({"session_id": "s", "message": "안녕", "max_tokens": 10**9})),
+    ("/v1/chat/completions", "tool parameters NaN", '{"model": "local", "messages": [{"role": "user", '
+     '"content": "안녕"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": '
+     '"object", "properties": {"x": {"type": "number", "maximum": NaN}}}}}]}'),
+    ("/v1/chat/completions", "schema surrogate key", '{"model": "local", "messages": [{"role": "user", '
+     '"content": "안녕"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": '
+     '{"type": "object", "properties": {"\\ud800": {"type": "string"}}}}}}'),
     ("/v1/embeddings", "257 inputs", json.dumps({"input": ["가"] * 257, "model": "intfloat/multilingual-e5-small"})),
     ("/v1/embeddings", "token ids", json.dumps({"input": [[1, 2, 3]], "model": "intfloat/multilingual-e5-small"})),
     ("/v1/embeddings", "dimensions 7", json.dumps({"input": "가", "model": "intfloat/multilingual-e5-small",

@@ -154,12 +154,20 @@ def validate(value: Any, schema: dict[str, Any], what: str) -> None:
 
 def check_schema(raw: str, where: str, violations: list[Violation], *, object_only: bool = False
                  ) -> dict[str, Any] | None:
-    """A caller's JSON schema, parsed and checked (a violation naming ``where`` otherwise)."""
+    """A caller's JSON schema, parsed and checked (a violation naming ``where`` otherwise).
+
+    Only a schema every backend can be sent passes: NaN or Infinity (which JSON has not) and lone
+    surrogates (which no UTF-8 encoder takes) are refused here rather than failing the backend call.
+    """
     try:
-        schema = json.loads(raw)
+        schema = json.loads(raw, parse_constant=_no_constant)
         if not isinstance(schema, dict):
             raise ValueError("a schema must be a JSON object")
+        json.dumps(schema, ensure_ascii=False).encode("utf-8")
         jsonschema.Draft202012Validator.check_schema(schema)
+    except UnicodeEncodeError:
+        violations.append(Violation(where, "must be valid Unicode text (no lone surrogate code points)"))
+        return None
     except (ValueError, RecursionError, jsonschema.SchemaError) as err:
         violations.append(Violation(where, f"not a valid JSON schema: {str(err).splitlines()[0][:200]}"))
         return None
@@ -167,6 +175,10 @@ def check_schema(raw: str, where: str, violations: list[Violation], *, object_on
         violations.append(Violation(where, "must describe an object (type: object)"))
         return None
     return schema
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def tool_choice_schema(tools: dict[str, ToolSpec], mode: ToolMode,

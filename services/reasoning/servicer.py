@@ -14,7 +14,7 @@ from services.reasoning.backends.base import GenerationParams
 from services.reasoning.cards import ItemIn, ReasonOut
 from services.reasoning.complete_request import check_text, complete_plan
 from services.reasoning.completer import Completer, ToolCalls
-from services.reasoning.completions import MAX_STOP
+from services.reasoning.completions import MAX_STOP, check_schema
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
@@ -126,14 +126,7 @@ class ReasoningServicer:
         self._text("system", request.system, violations, required=False)
         schema = None
         if request.options.json_schema:
-            try:
-                schema = json.loads(request.options.json_schema)
-                jsonschema.Draft202012Validator.check_schema(schema)
-                if not isinstance(schema, dict):
-                    raise ValueError("a schema must be a JSON object")
-            except (ValueError, RecursionError, jsonschema.SchemaError) as err:  # RecursionError: nested too deep
-                violations.append(Violation("options.json_schema", f"not a valid JSON schema: "
-                                                                   f"{str(err).splitlines()[0][:200]}"))
+            schema = check_schema(request.options.json_schema, "options.json_schema", violations)
         params = self._params(request.options, violations, schema)
         timeouts = self._timeouts(request.options, violations)
         if violations:

@@ -44,7 +44,8 @@ async def test_rate_limit_answers_429_with_retry_after_per_key():
         assert (await http.get("/healthz")).status_code == 200  # only /v1/ is limited
 
 
-async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
+def held_app():
+    """An ASGI app whose requests wait for ``release``; ``entered`` counts the ones inside."""
     release = asyncio.Event()
     entered = asyncio.Semaphore(0)
 
@@ -53,6 +54,11 @@ async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
         await release.wait()
         await _ok(scope, receive, send)
 
+    return slow, release, entered
+
+
+async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
+    slow, release, entered = held_app()
     app = Shedding(slow, limits={"/v1/search": 2}, wait_s=0.05)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
         held = [asyncio.create_task(http.post("/v1/search")) for _ in range(2)]
@@ -67,14 +73,7 @@ async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
 
 
 async def test_a_shed_chat_completion_is_429_in_openais_shape():
-    release = asyncio.Event()
-    entered = asyncio.Semaphore(0)
-
-    async def slow(scope, receive, send):
-        entered.release()
-        await release.wait()
-        await _ok(scope, receive, send)
-
+    slow, release, entered = held_app()
     app = Shedding(slow, limits={"/v1/chat": 1}, wait_s=0.05)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
         held = asyncio.create_task(http.post("/v1/chat"))

@@ -22,6 +22,7 @@ from services.reasoning.completions import (
     ToolCallIn,
     ToolSpec,
     backend_messages,
+    check_schema,
     tool_choice_schema,
 )
 from services.reasoning.generation import Delta, Failed, Finished, Generator, PriceTable, Timeouts
@@ -149,3 +150,17 @@ async def test_a_streamed_format_is_not_retried_and_a_buffered_one_is(completer_
     _, held = completer_for(['{"n": "하나"}', '{"n": 1}'])
     out = await events(held, p, buffered=True)
     assert [type(e) for e in out] == [Delta, Finished] and out[0].text == '{"n": 1}' and out[1].usage.llm_calls == 2
+
+
+@pytest.mark.parametrize("raw,why", [
+    ('{"type": "number", "maximum": NaN}', "NaN is not a JSON number"),
+    ('{"type": "number", "minimum": -Infinity}', "-Infinity is not a JSON number"),
+    ('{"type": "object", "properties": {"\\ud800": {}}}', "lone surrogate"),
+    ('[1, 2]', "a schema must be a JSON object"),
+    ('{"type": 5}', "not a valid JSON schema"),
+    ("[" * 10_000 + "]" * 10_000, "not a valid JSON schema"),
+])
+def test_a_schema_no_backend_could_be_sent_is_a_violation_naming_the_field(raw, why):
+    violations = []
+    assert check_schema(raw, "tools[0].parameters", violations) is None
+    assert violations[0].field == "tools[0].parameters" and why in violations[0].description
