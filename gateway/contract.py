@@ -43,22 +43,42 @@ def _same(node: Any) -> str:
     return json.dumps(node, sort_keys=True)
 
 
-def compatible_schema(old: Any, new: Any) -> bool:
+FIELD_PROSE = ("title", "description", "examples")
+
+
+def _nullable_widening(old: Any, new: Any) -> bool:
+    """Whether ``new`` is ``old`` or null (``anyOf: [old, null]``), prose aside: every old request still valid."""
+    if not (isinstance(old, dict) and isinstance(new, dict) and "anyOf" in new):
+        return False
+    core = {k: v for k, v in old.items() if k not in FIELD_PROSE}
+    if any(k not in (*FIELD_PROSE, "anyOf", "default") for k in new) or new.get("default", None) is not None:
+        return False
+    return sorted(map(_same, new["anyOf"])) == sorted(map(_same, [core, {"type": "null"}]))
+
+
+def compatible_schema(old: Any, new: Any, request_only: bool = False) -> bool:
     """Whether ``new`` only adds to ``old``: new *optional* properties; nothing else may differ.
 
     A new optional request field is ignored by old clients' requests (they never send it) and a new
     response field is ignored by old clients (they never read it); a new required field, a removed or
-    changed field, or any other change breaks someone.
+    changed field, or any other change breaks someone. A schema only requests use (``request_only``)
+    may also relax: a required field becomes optional, or a field also takes null (an old client's
+    every request is still accepted; a response may never relax, its readers rely on the field).
     """
     if _same(old) == _same(new):
         return True
     if not (isinstance(old, dict) and isinstance(new, dict) and "properties" in old and "properties" in new):
         return False
-    rest = {k: v for k, v in old.items() if k != "properties"}
-    if _same(rest) != _same({k: v for k, v in new.items() if k != "properties"}):
+    skip = ("properties", "required") if request_only else ("properties",)
+    rest = {k: v for k, v in old.items() if k not in skip}
+    if _same(rest) != _same({k: v for k, v in new.items() if k not in skip}):
         return False  # title, type, required, additionalProperties, description: all unchanged
-    return all(name in new["properties"] and _same(prop) == _same(new["properties"][name])
-               for name, prop in old["properties"].items())
+    if request_only and not set(new.get("required", [])) <= set(old.get("required", [])):
+        return False  # a newly required field refuses old requests
+    return all(name in new["properties"] and (
+        _same(prop) == _same(new["properties"][name])
+        or (request_only and _nullable_widening(prop, new["properties"][name])))
+        for name, prop in old["properties"].items())
 
 
 # An operation's prose: what a reader is told, not what a client sends or receives.
@@ -78,6 +98,7 @@ def changed_operations(snapshot: dict, spec: dict) -> list[str]:
     """
     problems = []
     used: set[str] = set()
+    answered: set[str] = set()  # schemas a response (or a parameter) uses: never relaxed
     for path, ops in snapshot.get("paths", {}).items():
         for method, op in ops.items():
             now = spec.get("paths", {}).get(path, {}).get(method)
@@ -86,10 +107,12 @@ def changed_operations(snapshot: dict, spec: dict) -> list[str]:
             elif _contract(now) != _contract(op):
                 problems.append(f"changed: {method.upper()} {path}")
             _refs(op, used)
+            _refs({k: v for k, v in op.items() if k != "requestBody"}, answered)
     old_schemas = snapshot.get("components", {}).get("schemas", {})
     new_schemas = spec.get("components", {}).get("schemas", {})
+    request_only = _closure(snapshot, used) - _closure(snapshot, answered)
     for name in sorted(_closure(snapshot, used)):
-        if not compatible_schema(old_schemas.get(name), new_schemas.get(name)):
+        if not compatible_schema(old_schemas.get(name), new_schemas.get(name), name in request_only):
             problems.append(f"schema changed: {name}")
     return problems
 

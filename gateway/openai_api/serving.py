@@ -50,12 +50,15 @@ class OpenAiCompat:
         if not 1 <= len(texts) <= 256:
             raise ApiError(400, "invalid_argument", "invalid input",
                            fields=[FieldError(field="input", description="give 1 to 256 texts")])
-        result = await self.vectors.embed_batch(texts, kind, deadline)
+        if kind == "query":  # queries share the search path's cache
+            vectors, tokens = await self.vectors.query_vectors(texts, deadline)
+        else:
+            result = await self.vectors.embed_batch(texts, kind, deadline)
+            vectors, tokens = list(result.vectors), int(sum(result.token_counts))
         data = []
-        for i, vec in enumerate(result.vectors):
+        for i, vec in enumerate(vectors):
             emb: list[float] | str = (base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode()
                                       if req.encoding_format == "base64" else vec.tolist())
             data.append(api.EmbeddingData(index=i, embedding=emb))
-        tokens = int(sum(result.token_counts))
         return api.EmbeddingsResponse(data=data, model=req.model,
                                       usage=api.Usage(prompt_tokens=tokens, total_tokens=tokens))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+import unicodedata
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from clients.retrieval import Condition, Filter, FusionOptions
+from gateway.http.errors import ApiError, FieldError
 from gateway.http.models import Strict
+
+MAX_QUERIES = 8
+QueryText = Annotated[str, Field(min_length=1, max_length=2000)]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -78,17 +83,58 @@ class MmrChoice(Strict):
     candidates: int | None = Field(None, ge=1, le=1000, description="hits considered before diversifying")
 
 
+class ExpandChoice(Strict):
+    """Ask the LLM for derived queries: ``n`` queries in all, the original always the first of them."""
+
+    n: int = Field(3, ge=2, le=MAX_QUERIES, description="queries searched in all, the original included")
+    model: str | None = Field(None, min_length=1, max_length=128,
+                              description="the model route that writes them (default: the summaries route)")
+
+
+def query_key(text: str) -> str:
+    """What makes two queries the same: NFKC, case and runs of whitespace ignored."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
 class SearchRequest(Strict):
     """A hybrid (default), dense or keyword search."""
 
     collection: str = Field(min_length=1, max_length=64, examples=["books"])
-    query: str = Field(min_length=1, max_length=2000, examples=["비 오는 날 읽기 좋은 소설"])
+    query: str | None = Field(None, min_length=1, max_length=2000, examples=["비 오는 날 읽기 좋은 소설"],
+                              description="the query (give this or `queries`)")
+    queries: list[QueryText] | None = Field(
+        None, min_length=1, max_length=MAX_QUERIES,
+        description="1 to 8 queries searched at once (one Embed call, legs concurrent) and merged by reciprocal "
+                    "rank fusion across queries (k = 60): each hit says which queries found it")
+    expand: ExpandChoice | None = Field(None, description="with `query`: add LLM-derived queries, searched as "
+                                                          "`queries`; a failure searches the query alone, marked")
     top_k: int = Field(10, ge=1, le=100)
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     filter: SearchFilter | None = None
     fusion: FusionChoice | None = Field(None, description="hybrid only; default `auto`")
     mmr: MmrChoice | None = None
     score_threshold: float | None = Field(None, description="drop hits whose final score is below this")
+
+    @field_validator("queries")
+    @classmethod
+    def _distinct(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            seen: dict[str, int] = {}
+            for i, text in enumerate(value):
+                if query_key(text) in seen:
+                    raise ValueError(f"queries[{i}] repeats queries[{seen[query_key(text)]}]")
+                seen[query_key(text)] = i
+        return value
+
+    def texts(self) -> list[str]:
+        """The queries to search (one for ``query``); 400 naming the field unless exactly one of the two is given."""
+        if (self.query is None) == (self.queries is None):
+            raise ApiError(400, "invalid_argument", "give exactly one of query and queries", fields=[
+                FieldError(field="query", description="give exactly one of query and queries")])
+        if self.expand is not None and self.query is None:
+            raise ApiError(400, "invalid_argument", "expand derives queries from `query`", fields=[
+                FieldError(field="expand", description="needs `query`, not `queries`")])
+        return [self.query] if self.query is not None else list(self.queries or [])
 
     def fusion_options(self) -> FusionOptions | None:
         """The client's fusion options, or None for the service's defaults."""
@@ -109,6 +155,8 @@ class Hit(BaseModel):
     payload: dict[str, Any]
     dense_rank: int | None
     keyword_rank: int | None
+    matched_queries: list[int] | None = Field(
+        None, description="several queries: the indexes (into `queries` of the response) of those that found it")
 
 
 class SearchTimings(BaseModel):
@@ -118,6 +166,26 @@ class SearchTimings(BaseModel):
     retrieval_ms: float
     total_ms: float
     cache_hit: bool
+
+
+class QueryLeg(BaseModel):
+    """One query of a several-query search, and how its leg ran."""
+
+    query: str
+    source: Literal["given", "derived"]
+    mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool
+    cache_hit: bool
+    hits: int
+
+
+class Expansion(BaseModel):
+    """What became of ``expand``: ``ok`` (derived queries searched) or ``failed`` (the query alone, ``reason``)."""
+
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    derived: int = Field(description="derived queries searched (beside the original)")
+    ms: float
 
 
 class SearchResponse(BaseModel):
@@ -133,3 +201,5 @@ class SearchResponse(BaseModel):
     timings: SearchTimings
     fusion: str | None = Field(None, description="the fusion that ran (hybrid only)")
     fusion_reason: str | None = Field(None, description="why that fusion ran")
+    queries: list[QueryLeg] | None = Field(None, description="several queries (or expand): each query's leg")
+    expansion: Expansion | None = Field(None, description="with expand: whether derived queries were had")

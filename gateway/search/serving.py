@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from opentelemetry import trace
 from prometheus_client import Counter
 
-from clients.retrieval import AsyncRetrievalClient
+from clients.retrieval import AsyncRetrievalClient, SearchResult
+from clients.retrieval import Hit as RetrievedHit
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.http.telemetry import note
@@ -17,6 +19,7 @@ from gateway.vectors.query import Lookup, QueryVectors
 TRACER = trace.get_tracer("gateway")
 DEGRADED = Counter("mesh_gateway_search_degraded", "searches answered keyword-only", ["reason"])
 REASONS = ("breaker_open", "unavailable", "deadline_exceeded", "resource_exhausted", "unknown")
+MERGE_RRF_K = 60  # RRF's usual constant (Cormack et al. 2009), not fitted to any set
 for _reason in REASONS:
     DEGRADED.labels(_reason)  # every series exists from the start
 
@@ -28,19 +31,50 @@ class Search:
         self.vectors = vectors
         self.retrieval = retrieval
 
-    async def _vector(self, req: api.SearchRequest, deadline: Deadline) -> Lookup:
-        if req.mode == "keyword":
-            return Lookup(None, 0.0, False, "")
-        with TRACER.start_as_current_span("gateway.query_vector") as span:
-            found = await self.vectors.lookup(req.query, deadline)
-            span.set_attributes({"mesh.cache_hit": found.cache_hit, "mesh.degraded_reason": found.reason,
-                                 "mesh.breaker": self.vectors.breaker.state})
-        return found
-
-    async def search(self, req: api.SearchRequest, deadline: Deadline) -> api.SearchResponse:
-        """Run one search within ``deadline``."""
+    async def search(self, req: api.SearchRequest, deadline: Deadline,
+                     derived: list[str] | None = None, expansion: api.Expansion | None = None) -> api.SearchResponse:
+        """Run one search within ``deadline``: one query, or several merged (``derived``: queries added by expand)."""
         start = time.perf_counter()
-        found = await self._vector(req, deadline)
+        texts = req.texts() + list(derived or [])
+        several = req.queries is not None or req.expand is not None
+        if req.mode == "keyword":
+            found = [Lookup(None, 0.0, False, "")] * len(texts)
+        else:
+            with TRACER.start_as_current_span("gateway.query_vector", attributes={"mesh.queries": len(texts)}) as span:
+                found = (await self.vectors.lookup_many(texts, deadline) if several
+                         else [await self.vectors.lookup(texts[0], deadline)])
+                span.set_attributes({"mesh.cache_hit": all(f.cache_hit for f in found),
+                                     "mesh.degraded_reason": next((f.reason for f in found if f.reason), ""),
+                                     "mesh.breaker": self.vectors.breaker.state})
+        embed_ms = max(f.ms for f in found)
+        t = time.perf_counter()
+        legs = await asyncio.gather(*(self._leg(req, text, f, deadline) for text, f in zip(texts, found, strict=True)))
+        retrieval_ms = (time.perf_counter() - t) * 1e3
+        degraded = any(d for _, d in legs)
+        reason = next((f.reason for f in found if f.reason), "")
+        cache_hit = all(f.cache_hit for f in found)
+        first = legs[0][0]
+        revision = next((f.vector.revision for f in found if f.vector), self.vectors.revision)
+        hits = ([_hit(h) for h in first.hits] if not several else merge(legs, req.top_k))
+        note(collection=req.collection, mode=first.mode, degraded=degraded, degraded_reason=reason if degraded else "",
+             cache_hit=cache_hit, hits=len(hits), embed_ms=round(embed_ms, 3), retrieval_ms=round(retrieval_ms, 3),
+             model_revision=revision, queries=len(texts))
+        given = len(texts) - len(derived or [])
+        return api.SearchResponse(
+            hits=hits, mode=first.mode, degraded=degraded, fusion=first.fusion,
+            fusion_reason=(first.fusion_reason or None) if not several else
+            f"{first.fusion_reason or first.fusion}; queries merged by RRF across queries (k={MERGE_RRF_K})",
+            timings=api.SearchTimings(embed_ms=round(embed_ms, 3), retrieval_ms=round(retrieval_ms, 3),
+                                      total_ms=round((time.perf_counter() - start) * 1e3, 3), cache_hit=cache_hit),
+            queries=[api.QueryLeg(query=text, source="given" if i < given else "derived", mode=out.mode,
+                                  degraded=d, cache_hit=f.cache_hit, hits=len(out.hits))
+                     for i, (text, f, (out, d)) in enumerate(zip(texts, found, legs, strict=True))]
+            if several else None,
+            expansion=expansion)
+
+    async def _leg(self, req: api.SearchRequest, text: str, found: Lookup,
+                   deadline: Deadline) -> tuple[SearchResult, bool]:
+        """One query's search, and whether it degraded (keyword-only because its vector could not be had)."""
         mode, degraded = req.mode, False
         if found.vector is None and req.mode != "keyword":
             if req.mode == "dense":
@@ -51,20 +85,31 @@ class Search:
                                retryable=True)
             mode, degraded = "keyword", True
             DEGRADED.labels(found.reason if found.reason in REASONS else "unknown").inc()
-        t = time.perf_counter()
-        out = await self.retrieval.search(req.collection, req.query, top_k=req.top_k, mode=mode,
+        out = await self.retrieval.search(req.collection, text, top_k=req.top_k, mode=mode,
                                           filter=req.filter.to_filter() if req.filter else None, vector=found.vector,
                                           fusion=req.fusion_options(), timeout_s=deadline.check())
-        retrieval_ms = (time.perf_counter() - t) * 1e3
-        degraded = degraded or out.degraded
-        note(collection=req.collection, mode=out.mode, degraded=degraded,
-             degraded_reason=found.reason if degraded else "", cache_hit=found.cache_hit, hits=len(out.hits),
-             embed_ms=round(found.ms, 3), retrieval_ms=round(retrieval_ms, 3),
-             model_revision=found.vector.revision if found.vector else self.vectors.revision)
-        return api.SearchResponse(
-            hits=[api.Hit(id=h.id, score=h.score, text=h.text, payload=h.payload, dense_rank=h.dense_rank,
-                          keyword_rank=h.keyword_rank) for h in out.hits],
-            mode=out.mode, degraded=degraded, fusion=out.fusion, fusion_reason=out.fusion_reason or None,
-            timings=api.SearchTimings(embed_ms=round(found.ms, 3), retrieval_ms=round(retrieval_ms, 3),
-                                      total_ms=round((time.perf_counter() - start) * 1e3, 3),
-                                      cache_hit=found.cache_hit))
+        return out, degraded or out.degraded
+
+
+def _hit(h: RetrievedHit, matched: list[int] | None = None) -> api.Hit:
+    return api.Hit(id=h.id, score=h.score, text=h.text, payload=h.payload, dense_rank=h.dense_rank,
+                   keyword_rank=h.keyword_rank, matched_queries=matched)
+
+
+def merge(legs: list[tuple[SearchResult, bool]], top_k: int, k: int = MERGE_RRF_K) -> list[api.Hit]:
+    """Reciprocal rank fusion across the queries' legs, best first.
+
+    A document's score is the sum of 1/(k + rank) over the legs that found it; it keeps the text and
+    ranks of its best-ranked leg, and names the legs that found it.
+    """
+    score: dict[str, float] = {}
+    best: dict[str, tuple[int, RetrievedHit]] = {}
+    matched: dict[str, list[int]] = {}
+    for q, (out, _) in enumerate(legs):
+        for rank, h in enumerate(out.hits, 1):
+            score[h.id] = score.get(h.id, 0.0) + 1.0 / (k + rank)
+            matched.setdefault(h.id, []).append(q)
+            if h.id not in best or rank < best[h.id][0]:
+                best[h.id] = (rank, h)
+    order = sorted(score, key=lambda d: (-score[d], best[d][0], matched[d][0]))[:top_k]
+    return [_hit(best[d][1], matched[d]).model_copy(update={"score": round(score[d], 6)}) for d in order]

@@ -43,6 +43,10 @@ class EmbeddingCache(ABC):
     async def set(self, key: str, vector: np.ndarray) -> None:
         """Store a vector."""
 
+    async def get_many(self, keys: list[str]) -> list[np.ndarray | None]:
+        """The cached vector (or None) of each key, in order."""
+        return [await self.get(k) for k in keys]
+
     async def health(self, timeout_s: float = 0.5) -> str:
         """``SERVING`` when the cache answers (an in-process cache always does), else ``UNREACHABLE``."""
         return "SERVING"
@@ -107,6 +111,19 @@ class RedisCache(EmbeddingCache):
         self._answered()
         CACHE_EVENTS.labels("hit" if raw else "miss").inc()
         return None if raw is None else np.frombuffer(raw, dtype=np.float32)  # type: ignore[arg-type]
+
+    async def get_many(self, keys: list[str]) -> list[np.ndarray | None]:  # noqa: D102 - one MGET round trip
+        if len(keys) == 1:
+            return [await self.get(keys[0])]
+        try:
+            raws = await self._redis.mget(keys)
+        except Exception as exc:  # noqa: BLE001 - fail open
+            self._failed("mget", exc)
+            return [None] * len(keys)
+        self._answered()
+        for raw in raws:
+            CACHE_EVENTS.labels("hit" if raw else "miss").inc()
+        return [None if raw is None else np.frombuffer(raw, dtype=np.float32) for raw in raws]  # type: ignore[arg-type]
 
     async def set(self, key: str, vector: np.ndarray) -> None:  # noqa: D102
         try:

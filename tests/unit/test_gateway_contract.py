@@ -38,6 +38,22 @@ def test_rule_catches_changes_and_allows_additions():
     required = copy.deepcopy(optional)
     required["components"]["schemas"]["SearchRequest"].setdefault("required", []).append("extra")
     assert "schema changed: SearchRequest" in changed_operations(spec, required)
+    relaxed = copy.deepcopy(spec)  # a request field made optional and nullable: every old request still valid
+    request = relaxed["components"]["schemas"]["SearchRequest"]
+    request["required"] = [r for r in request["required"] if r != "collection"]
+    name = request["properties"]["collection"]
+    request["properties"]["collection"] = {
+        "anyOf": [{k: v for k, v in name.items() if k not in ("title", "examples")}, {"type": "null"}],
+        "title": name["title"], "description": "now optional"}
+    assert changed_operations(spec, relaxed) == []
+    widened = copy.deepcopy(spec)
+    widened["components"]["schemas"]["SearchRequest"]["properties"]["collection"] = {
+        "anyOf": [{"type": "string"}, {"type": "null"}]}  # the length bounds dropped: not just a widening to null
+    assert "schema changed: SearchRequest" in changed_operations(spec, widened)
+    answer = copy.deepcopy(spec)  # a response field made optional breaks its readers
+    response = answer["components"]["schemas"]["SearchResponse"]
+    response["required"] = [r for r in response["required"] if r != "degraded"]
+    assert "schema changed: SearchResponse" in changed_operations(spec, answer)
     gone = copy.deepcopy(spec)
     del gone["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]
     assert "schema changed: SearchRequest" in changed_operations(spec, gone)
