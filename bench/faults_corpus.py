@@ -77,6 +77,8 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/chat/completions"): {"model": "local", "messages": [{"role": "user", "content": "안녕"}],
                                            "max_tokens": 16},
         ("POST", "/v1/summaries"): {"text": "요약할 글입니다. 두 문장입니다."},
+        ("POST", "/v1/answers"): {"collection": SCRATCH, "question": "제주 여행은 언제가 좋나요?", "top_k": 3},
+        ("POST", "/v1/answers:stream"): {"collection": SCRATCH, "question": "제주 여행은 언제가 좋나요?", "top_k": 3},
     }
 
 
@@ -94,6 +96,14 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
      '"dense_weight": NaN}}'),
     ("/v1/search", "mmr candidates 10**9", json.dumps({"collection": SCRATCH, "query": "책", "mmr": {
         "diversity": 0.5, "candidates": 10**9}})),
+    ("/v1/search", "9 queries", json.dumps({"collection": SCRATCH, "queries": [f"질문 {i}" for i in range(9)]})),
+    ("/v1/search", "duplicate queries", json.dumps({"collection": SCRATCH, "queries": ["제주", " 제주 "]})),
+    ("/v1/search", "query and queries", json.dumps({"collection": SCRATCH, "query": "책", "queries": ["책"]})),
+    ("/v1/search", "expand n 10**9", json.dumps({"collection": SCRATCH, "query": "책", "expand": {"n": 10**9}})),
+    ("/v1/answers", "history role system", json.dumps({"collection": SCRATCH, "question": "책", "history": [
+        {"role": "system", "content": "x"}]})),
+    ("/v1/answers", "question 100k", json.dumps({"collection": SCRATCH, "question": "가" * 100_000})),
+    ("/v1/answers", "min_score NaN", f'{{"collection": "{S}", "question": "책", "min_score": NaN}}'),
     ("/v1/recommendations", "filter eq 10**29", f'{{"collection": "{S}", "query": "책", "filter": {{"must": '
      '[{"field": "price", "eq": 100000000000000000000000000000}]}}'),
     ("/v1/collections/{name}/documents", "payload int 10**400",

@@ -106,6 +106,8 @@ class Hit:
     payload: dict[str, Any]
     dense_rank: int | None
     keyword_rank: int | None
+    dense_score: float | None = None  # the dense leg's cosine similarity, None when that leg did not return it
+    keyword_score: float | None = None  # the keyword leg's BM25 score, likewise
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,9 @@ def collection_from_proto(c: pb.CollectionInfo) -> Collection:
 
 def _hit(h: pb.Hit) -> Hit:
     return Hit(id=h.id, score=h.score, text=h.text, payload=json_format.MessageToDict(h.payload),
-               dense_rank=h.dense.rank or None, keyword_rank=h.keyword.rank or None)
+               dense_rank=h.dense.rank or None, keyword_rank=h.keyword.rank or None,
+               dense_score=h.dense.score if h.dense.rank else None,
+               keyword_score=h.keyword.score if h.keyword.rank else None)
 
 
 def search_request(collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from opentelemetry import trace
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
+from gateway.answers.router import router as answers_router
 from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
 from gateway.contract import RELEASE, released, without_unsent_422
@@ -63,7 +64,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app = FastAPI(title="Korean inference mesh gateway", version=VERSION, lifespan=lifespan, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
-    for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, health_router):
+    for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
+                   health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)

@@ -48,6 +48,20 @@ class GatewaySettings(BaseSettings):
     recommendations_route: str = Field("", description="model route of the reasons of /v1/recommendations "
                                                        "(empty: the default route)")
     summaries_route: str = Field("", description="model route of /v1/summaries (empty: the default route)")
+    expand_route: str = Field("", description="model route that writes derived queries (search `expand`; empty: "
+                                              "the default route)")
+    expand_timeout_s: float = Field(8.0, gt=0, le=120, description="deadline of writing derived queries (then the "
+                                                                   "query alone is searched, marked)")
+    answers_route: str = Field("", description="model route of /v1/answers (empty: the default route)")
+    answer_rewrite_timeout_s: float = Field(8.0, gt=0, le=120,
+                                            description="deadline of rewriting a follow-up into a standalone question "
+                                                        "(then the turn is searched as written, marked)")
+    answer_context_chars: int = Field(1800, ge=200, le=20000,
+                                      description="characters of passages packed into an answer's prompt")
+    answer_min_score: float = Field(0.0, ge=-1, le=1,
+                                    description="similarity floor of /v1/answers: passages whose dense cosine "
+                                                "similarity is below it are not used (0: none dropped)")
+    answer_max_tokens: int = Field(384, ge=16, le=4096, description="tokens an answer may take")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")
     reasoning_timeout_ms: int = Field(60000, ge=10, le=600000,
@@ -137,7 +151,8 @@ class GatewaySettings(BaseSettings):
                 if set(spec) - {"targets", "model"}:
                     raise ValueError(f"model_routes[{name!r}]: unknown keys {sorted(set(spec) - {'targets', 'model'})}")
         names = set(self.route_specs())
-        for field_name in ("default_model_route", "chat_route", "recommendations_route", "summaries_route"):
+        for field_name in ("default_model_route", "chat_route", "recommendations_route", "summaries_route",
+                           "expand_route", "answers_route"):
             value = getattr(self, field_name)
             if value and value not in names:
                 raise ValueError(f"{field_name} {value!r} is not a model route (routes: {sorted(names)})")

@@ -15,6 +15,7 @@ from opentelemetry import trace
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from clients.reasoning import AsyncReasoningClient
+from gateway.answers.serving import Answers
 from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
@@ -26,6 +27,7 @@ from gateway.reasoning.pool import ReasoningPool
 from gateway.reasoning.recommendations import Recommendations
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.summaries import Summaries
+from gateway.search.expansion import QueryExpander
 from gateway.search.serving import Search
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
@@ -77,6 +79,7 @@ class Mesh:
     ocr: Ocr
     routes: ModelRoutes
     completions: ChatCompletions
+    answers: Answers
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -105,8 +108,9 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s, **options)
                   if redis_url else MemoryJobs(handlers, **options))
-    search = Search(vectors, clients.retrieval)
     routes = ModelRoutes(clients.reasoning, settings)
+    search = Search(vectors, clients.retrieval, QueryExpander(routes, settings.route_of(settings.expand_route),
+                                                              settings.expand_timeout_s))
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 
@@ -115,4 +119,4 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                 recommendations=Recommendations(search, pool(settings.recommendations_route)),
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
-                routes=routes, completions=ChatCompletions(routes))
+                routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings))

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gateway.http.models import Strict
-from gateway.search.protocol import SearchFilter
+from gateway.search.protocol import ExpandChoice, Expansion, SearchFilter
 
 
 class LlmUsage(BaseModel):
@@ -35,6 +35,8 @@ class RecommendRequest(Strict):
     filter: SearchFilter | None = None
     reasons: bool = Field(True, description="write reasons (false: cards only)")
     session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+    expand: ExpandChoice | None = Field(None, description="search LLM-derived queries too (merged across queries); "
+                                                          "a failure searches the query alone, marked")
 
 
 class Card(BaseModel):
@@ -69,6 +71,8 @@ class RecommendResponse(BaseModel):
     reasons_status: Literal["ok", "skipped", "failed"]
     reasons_error: str | None = None
     usage: LlmUsage | None = None
+    expansion: Expansion | None = Field(None, description="with expand: whether derived queries were searched")
+    queries: list[str] | None = Field(None, description="with expand: the queries searched, the original first")
 
 
 class ChatMessage(Strict):

@@ -25,7 +25,7 @@ class Recommendations:
     async def cards(self, body: api.RecommendRequest, deadline: Deadline) -> SearchResponse:
         """The search behind a recommendation."""
         return await self.search.search(SearchRequest(collection=body.collection, query=body.query, top_k=body.top_k,
-                                                      filter=body.filter), deadline)
+                                                      filter=body.filter, expand=body.expand), deadline)
 
     @staticmethod
     def items(found: SearchResponse) -> list[Item]:
@@ -57,7 +57,8 @@ class Recommendations:
         """Cards, with reasons unless they fail (then ``reasons_status: failed``, never a failed request)."""
         found = await self.cards(body, deadline)
         out = api.RecommendResponse(cards=card_list(found, {}), search_mode=found.mode, degraded=found.degraded,
-                                    reasons_status="skipped")
+                                    reasons_status="skipped", expansion=found.expansion,
+                                    queries=[q.query for q in found.queries] if found.queries else None)
         if not body.reasons or not found.hits:
             return out
         try:
@@ -73,7 +74,9 @@ class Recommendations:
                                deadline: Deadline) -> AsyncIterator[bytes]:
         """``cards`` at once, one ``reason`` per card as it is known, ``reasons`` (all), ``done``; or ``error``."""
         yield sse("cards", {"cards": [c.model_dump() for c in card_list(found, {})], "search_mode": found.mode,
-                            "degraded": found.degraded})
+                            "degraded": found.degraded,
+                            **({"expansion": found.expansion.model_dump(),
+                                "queries": [q.query for q in found.queries or []]} if found.expansion else {})})
         if not body.reasons or not found.hits:
             yield sse("done", {"reasons_status": "skipped"})
             return

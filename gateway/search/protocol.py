@@ -155,6 +155,8 @@ class Hit(BaseModel):
     payload: dict[str, Any]
     dense_rank: int | None
     keyword_rank: int | None
+    dense_score: float | None = Field(None, description="the dense leg's cosine similarity (null: not returned "
+                                                        "by that leg)")
     matched_queries: list[int] | None = Field(
         None, description="several queries: the indexes (into `queries` of the response) of those that found it")
 

@@ -11,9 +11,10 @@ from prometheus_client import Counter
 from clients.retrieval import AsyncRetrievalClient, SearchResult
 from clients.retrieval import Hit as RetrievedHit
 from gateway.http.deadline import Deadline
-from gateway.http.errors import ApiError
+from gateway.http.errors import ApiError, FieldError
 from gateway.http.telemetry import note
 from gateway.search import protocol as api
+from gateway.search.expansion import QueryExpander
 from gateway.vectors.query import Lookup, QueryVectors
 
 TRACER = trace.get_tracer("gateway")
@@ -27,15 +28,26 @@ for _reason in REASONS:
 class Search:
     """Composes the query vector and retrieval for ``POST /v1/search`` (and the recommendation routes)."""
 
-    def __init__(self, vectors: QueryVectors, retrieval: AsyncRetrievalClient) -> None:
+    def __init__(self, vectors: QueryVectors, retrieval: AsyncRetrievalClient,
+                 expander: QueryExpander | None = None) -> None:
         self.vectors = vectors
         self.retrieval = retrieval
+        self.expander = expander
 
-    async def search(self, req: api.SearchRequest, deadline: Deadline,
-                     derived: list[str] | None = None, expansion: api.Expansion | None = None) -> api.SearchResponse:
-        """Run one search within ``deadline``: one query, or several merged (``derived``: queries added by expand)."""
+    async def search(self, req: api.SearchRequest, deadline: Deadline) -> api.SearchResponse:
+        """Run one search within ``deadline``: one query, or several merged (given, or derived by ``expand``)."""
         start = time.perf_counter()
-        texts = req.texts() + list(derived or [])
+        texts = req.texts()
+        derived: list[str] = []
+        expansion: api.Expansion | None = None
+        if req.expand is not None and req.query is not None:
+            if self.expander is None:
+                raise ApiError(400, "invalid_argument", "this gateway has no model route for derived queries",
+                               fields=[FieldError(field="expand", description="not served here")])
+            with TRACER.start_as_current_span("gateway.expand", attributes={"mesh.expand_n": req.expand.n}) as span:
+                derived, expansion = await self.expander.derive(req.query, req.expand, deadline)
+                span.set_attributes({"mesh.expansion": expansion.status, "mesh.derived": len(derived)})
+            texts += derived
         several = req.queries is not None or req.expand is not None
         if req.mode == "keyword":
             found = [Lookup(None, 0.0, False, "")] * len(texts)
@@ -59,7 +71,7 @@ class Search:
         note(collection=req.collection, mode=first.mode, degraded=degraded, degraded_reason=reason if degraded else "",
              cache_hit=cache_hit, hits=len(hits), embed_ms=round(embed_ms, 3), retrieval_ms=round(retrieval_ms, 3),
              model_revision=revision, queries=len(texts))
-        given = len(texts) - len(derived or [])
+        given = len(texts) - len(derived)
         return api.SearchResponse(
             hits=hits, mode=first.mode, degraded=degraded, fusion=first.fusion,
             fusion_reason=(first.fusion_reason or None) if not several else
@@ -93,7 +105,8 @@ class Search:
 
 def _hit(h: RetrievedHit, matched: list[int] | None = None) -> api.Hit:
     return api.Hit(id=h.id, score=h.score, text=h.text, payload=h.payload, dense_rank=h.dense_rank,
-                   keyword_rank=h.keyword_rank, matched_queries=matched)
+                   keyword_rank=h.keyword_rank, dense_score=None if h.dense_score is None else round(h.dense_score, 6),
+                   matched_queries=matched)
 
 
 def merge(legs: list[tuple[SearchResult, bool]], top_k: int, k: int = MERGE_RRF_K) -> list[api.Hit]:

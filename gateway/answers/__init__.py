@@ -1,0 +1,1 @@
+"""Answers grounded in a collection: ``POST /v1/answers``."""

@@ -1,0 +1,174 @@
+"""Passages for a grounded answer: sentence windows cut from the hits, deduplicated, packed within a budget.
+
+Pure functions (no I/O): the hits come from search, the passages go into the prompt, and each
+keeps its character span in the document so a citation points at the text it used.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+# A sentence ends at . ! ? (and their full-width forms) followed by white space, or at a line break.
+SENTENCE_END = re.compile(r"[.!?。！？]+(?=\s)|\n+")
+NEAR_DUPLICATE = 0.85  # Jaccard of character trigrams above which a passage repeats one already kept
+MARKER = re.compile(r"\[(\d{1,3})\]")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A window of one document's text, numbered from 1 in the prompt."""
+
+    n: int
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    score: float
+    dense_score: float | None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence, leading and trailing white space outside the span."""
+    spans, start = [], 0
+    for m in SENTENCE_END.finditer(text):
+        spans.append((start, m.end()))
+        start = m.end()
+    spans.append((start, len(text)))
+    out = []
+    for s, e in spans:
+        piece = text[s:e]
+        lead = len(piece) - len(piece.lstrip())
+        trail = len(piece) - len(piece.rstrip())
+        if e - trail > s + lead:
+            out.append((s + lead, e - trail))
+    return out
+
+
+def bigrams(text: str) -> set[str]:
+    """Character bigrams of the text without white space (Korean words share stems, not whole forms)."""
+    t = "".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+def window(text: str, query: str, cap: int) -> tuple[int, int]:
+    """The span of whole sentences, at most ``cap`` characters, sharing the most with the query.
+
+    Scores are query-bigram overlaps per sentence; among windows that fit, the highest total wins
+    (the earliest on ties). A single sentence longer than ``cap`` is cut at the last space before it.
+    """
+    if len(text) <= cap:
+        return 0, len(text)
+    spans = sentences(text)
+    if not spans:
+        return 0, 0
+    q = bigrams(query)
+    scores = [len(bigrams(text[s:e]) & q) for s, e in spans]
+    best, best_score, j, total = (0, 0), -1, 0, 0
+    for i in range(len(spans)):
+        j = max(j, i)
+        total = sum(scores[i:j])
+        while j < len(spans) and spans[j][1] - spans[i][0] <= cap:
+            total += scores[j]
+            j += 1
+        if j > i and total > best_score:
+            best, best_score = (i, j), total
+    if best_score < 0:  # no whole sentence fits: the best sentence, cut
+        i = max(range(len(spans)), key=lambda k: scores[k])
+        s, e = spans[i]
+        cut = text.rfind(" ", s, s + cap)
+        return s, cut if cut > s else s + cap
+    return spans[best[0]][0], spans[best[1] - 1][1]
+
+
+def trigrams(text: str) -> set[str]:
+    """Character trigrams without white space (the near-duplicate test)."""
+    t = "".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return {t[i:i + 3] for i in range(max(1, len(t) - 2))}
+
+
+def near_duplicate(a: set[str], b: set[str]) -> bool:
+    """Whether two trigram sets overlap at least :data:`NEAR_DUPLICATE` (Jaccard)."""
+    return bool(a and b) and len(a & b) / len(a | b) >= NEAR_DUPLICATE
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What packing needs of a search hit."""
+
+    doc_id: str
+    text: str
+    score: float
+    dense_score: float | None
+    payload: dict[str, Any]
+
+
+def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
+    """Passages from ``hits`` (best first) within ``budget`` characters, and how many near-duplicates were dropped.
+
+    Each hit gets an even share of what is left (a short one leaves the rest to those after it); the
+    window of its share that shares most with the query is used.
+    """
+    kept: list[Passage] = []
+    grams: list[set[str]] = []
+    dropped = 0
+    unique = []
+    for h in hits:
+        g = trigrams(h.text)
+        if any(near_duplicate(g, other) for other in grams):
+            dropped += 1
+            continue
+        grams.append(g)
+        unique.append(h)
+    left = budget
+    for i, h in enumerate(unique):
+        cap = left // (len(unique) - i)
+        if cap < 20:
+            break
+        s, e = window(h.text, query, cap)
+        if e <= s:
+            continue
+        kept.append(Passage(len(kept) + 1, h.doc_id, s, e, h.text[s:e], h.score, h.dense_score, h.payload))
+        left -= e - s
+    return kept, dropped
+
+
+def context(passages: list[Passage]) -> str:
+    """The numbered passages as the prompt shows them (a ``title`` payload field heads its passage)."""
+    lines = []
+    for p in passages:
+        title = p.payload.get("title")
+        head = f"[{p.n}] ({title}) " if isinstance(title, str) and title else f"[{p.n}] "
+        lines.append(head + " ".join(p.text.split()))
+    return "\n".join(lines)
+
+
+def checked_citations(answer: str, cited: list[Any], count: int) -> tuple[str, list[int], int]:
+    """The answer without markers that name no passage, the valid cited numbers, and how many were removed.
+
+    Citations come from the model's list and from ``[n]`` markers in its text; a number outside 1..``count``
+    (or not a number) is removed and counted once per mention.
+    """
+    removed = 0
+    valid: list[int] = []
+
+    def take(n: Any) -> bool:
+        nonlocal removed
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= count:
+            if n not in valid:
+                valid.append(n)
+            return True
+        removed += 1
+        return False
+
+    for n in cited:
+        take(n)
+
+    def marker(m: re.Match[str]) -> str:
+        return m.group(0) if take(int(m.group(1))) else ""
+
+    text = MARKER.sub(marker, answer)
+    return " ".join(text.split(" ")).strip(), valid, removed

@@ -1,0 +1,100 @@
+"""``/v1/answers``' REST models (contract v1; fields only ever added)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from gateway.http.models import Strict
+from gateway.reasoning.protocol import LlmUsage
+from gateway.search.protocol import SearchFilter
+
+
+class AnswerTurn(Strict):
+    """An earlier turn of the conversation."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=4000)
+
+
+class AnswerRequest(Strict):
+    """A question answered from a collection's documents only, citing them."""
+
+    collection: str = Field(min_length=1, max_length=64, examples=["docs"])
+    question: str = Field(min_length=1, max_length=2000, examples=["연차는 며칠까지 이월할 수 있나요?"])
+    history: list[AnswerTurn] = Field(default_factory=list, max_length=20,
+                                      description="earlier turns: the question is first rewritten into a "
+                                                  "standalone one (the last 3 exchanges are read)")
+    filter: SearchFilter | None = None
+    top_k: int = Field(5, ge=1, le=10, description="documents retrieved")
+    min_score: float | None = Field(None, ge=-1, le=1,
+                                    description="similarity floor (dense cosine): documents below it are not used; "
+                                                "default: the gateway's --answer-min-score")
+    mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
+    model: str | None = Field(None, min_length=1, max_length=128, description="model route (GET /v1/models)")
+    session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+
+
+class AnswerPassage(BaseModel):
+    """A passage given to the model: a window of one document, ``[start, end)`` in its text."""
+
+    n: int = Field(description="the number the answer cites it by")
+    id: str
+    start: int
+    end: int
+    text: str
+    score: float
+    dense_score: float | None
+    payload: dict[str, Any]
+
+
+class Citation(BaseModel):
+    """A passage the answer cites."""
+
+    n: int
+    id: str
+    start: int
+    end: int
+    text: str
+    payload: dict[str, Any]
+
+
+class Rewrite(BaseModel):
+    """The standalone question: ``skipped`` (no history), ``ok``, or ``failed`` (the turn searched as written)."""
+
+    status: Literal["skipped", "ok", "failed"]
+    query: str
+    reason: str | None = None
+    ms: float
+
+
+class AnswerTimings(BaseModel):
+    """Milliseconds per stage."""
+
+    rewrite_ms: float
+    search_ms: float
+    llm_ttft_ms: float | None
+    total_ms: float
+
+
+class AnswerResponse(BaseModel):
+    """The answer and what it rests on.
+
+    ``answerable`` is false, with ``answer`` empty, when no document clears the floor
+    (``reason: no_passages``) or the model says the passages do not hold the answer
+    (``not_in_passages``); the mesh never answers from the model's memory instead.
+    """
+
+    answerable: bool
+    answer: str
+    reason: Literal["answered", "no_passages", "not_in_passages"]
+    citations: list[Citation]
+    citations_removed: int = Field(description="citations that named no passage, removed")
+    passages: list[AnswerPassage]
+    dropped: dict[str, int] = Field(description="documents not used: `below_floor`, `near_duplicate`")
+    rewrite: Rewrite
+    search_mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool = Field(description="the search ran keyword-only (the question could not be embedded)")
+    timings: AnswerTimings
+    usage: LlmUsage | None = None

@@ -1,0 +1,208 @@
+"""Grounded answers: the standalone question, hybrid search, passages packed, one schema-constrained answer.
+
+The answer is a JSON object (``answerable``, ``answer``, ``citations``) held to its schema by the
+backend's grammar and validated by the reasoning service; the gateway checks every citation against
+the passages it gave (one naming none is removed and counted) and says ``answerable: false`` rather
+than answering without passages. Search degrades as ``/v1/search`` does (keyword-only, marked). No
+question or passage text reaches a log line or a span: only counts and timings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from prometheus_client import Counter
+
+from clients.reasoning import ChatMessage
+from gateway.answers import packing
+from gateway.answers import protocol as api
+from gateway.answers.decoder import AnswerText
+from gateway.config import GatewaySettings
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError
+from gateway.http.telemetry import note
+from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.routes import ModelRoutes
+from gateway.reasoning.structured import StructuredFailed, StructuredStream, open_structured, structured
+from gateway.search.protocol import SearchRequest, SearchResponse
+from gateway.search.serving import Search
+
+TRACER = trace.get_tracer("gateway")
+ANSWERS = Counter("mesh_gateway_answers", "grounded answers by outcome", ["outcome"])
+CITATIONS_REMOVED = Counter("mesh_gateway_answer_citations_removed", "citations that named no passage, removed")
+for _outcome in ("answered", "no_passages", "not_in_passages", "failed"):
+    ANSWERS.labels(_outcome)
+
+ANSWER_SYSTEM = (
+    "당신은 주어진 자료만 근거로 질문에 답하는 도우미입니다. 규칙:\n"
+    "1. 자료에 있는 내용으로만 답하고, 자료에 없는 사실을 지어내지 마세요.\n"
+    "2. 자료에 질문의 답이 없으면 answerable을 false로, answer를 빈 문자열로 두세요.\n"
+    "3. 답의 근거가 된 자료의 번호를 citations에 넣으세요.\n"
+    "4. 답은 한국어로 1~3문장으로 짧게 쓰세요.")
+ANSWER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answerable", "answer", "citations"],
+                 "properties": {"answerable": {"type": "boolean"}, "answer": {"type": "string", "maxLength": 800},
+                                "citations": {"type": "array", "maxItems": 5, "items": {"type": "integer"}}}}
+REWRITE_SYSTEM = ("대화의 마지막 질문을 앞의 대화를 보지 않아도 이해되는 하나의 질문으로 다시 쓰세요. 대화에 나온 "
+                  "대상(회사, 제품, 정책, 책의 이름)을 질문에 넣고, 묻는 내용은 바꾸지 마세요.")
+REWRITE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["question"],
+                  "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 300}}}
+REWRITE_TURNS = 6  # the last 3 exchanges
+REWRITE_TURN_CHARS = 400
+
+
+@dataclass
+class Prepared:
+    """Everything before the answer call: the question searched, the search, the passages and the prompt."""
+
+    body: api.AnswerRequest
+    rewrite: api.Rewrite
+    found: SearchResponse
+    passages: list[packing.Passage]
+    dropped: dict[str, int]
+    search_ms: float
+    start: float
+
+
+def failed(err: StructuredFailed) -> ApiError:
+    """An answer call that gave nothing: 504 when out of time, 400 for a prompt too long, else 503."""
+    if "deadline" in err.reason or err.reason.endswith("timeout"):
+        return ApiError(504, "deadline_exceeded", f"the answer was not written in time ({err.reason})", retryable=True)
+    if err.reason in ("invalid_argument", "context_length_exceeded"):
+        return ApiError(400, err.reason, err.message or err.reason)
+    return ApiError(503, "unavailable", f"the answer could not be written ({err.reason}: {err.message})"[:300],
+                    retryable=True)
+
+
+class Answers:
+    """``POST /v1/answers`` over search and a model route."""
+
+    def __init__(self, search: Search, routes: ModelRoutes, settings: GatewaySettings) -> None:
+        self.search = search
+        self.routes = routes
+        self.route = settings.route_of(settings.answers_route)
+        self.settings = settings
+
+    async def _rewrite(self, body: api.AnswerRequest, deadline: Deadline) -> api.Rewrite:
+        start = time.perf_counter()
+        if not body.history:
+            return api.Rewrite(status="skipped", query=body.question, ms=0.0)
+        turns = "\n".join(f"{'사용자' if t.role == 'user' else '도우미'}: {t.content[:REWRITE_TURN_CHARS]}"
+                          for t in body.history[-REWRITE_TURNS:])
+        messages = [ChatMessage("system", REWRITE_SYSTEM),
+                    ChatMessage("user", f"대화:\n{turns}\n\n마지막 질문: {body.question}")]
+        total = min(self.settings.answer_rewrite_timeout_s, deadline.check() * 0.3)
+        with TRACER.start_as_current_span("gateway.answer.rewrite") as span:
+            try:
+                value, _ = await structured(self.routes.get(body.model or self.route), messages, REWRITE_SCHEMA,
+                                            "standalone_question", key=body.session_id or body.question,
+                                            total_s=total, max_tokens=96)
+                query = value.get("question", "").strip() if isinstance(value, dict) else ""
+                reason = None if query else "empty"
+            except StructuredFailed as err:
+                query, reason = "", err.reason
+            span.set_attribute("mesh.rewrite", "ok" if query else "failed")
+        ms = round((time.perf_counter() - start) * 1e3, 1)
+        if not query:
+            return api.Rewrite(status="failed", query=body.question, reason=reason, ms=ms)
+        return api.Rewrite(status="ok", query=query[:2000], ms=ms)
+
+    async def prepare(self, body: api.AnswerRequest, deadline: Deadline) -> Prepared:
+        """The standalone question, its search and the packed passages (bad input and search errors raise)."""
+        start = time.perf_counter()
+        self.routes.get(body.model or self.route)  # an unknown route is a 404 before any work
+        rewrite = await self._rewrite(body, deadline)
+        t = time.perf_counter()
+        found = await self.search.search(SearchRequest(collection=body.collection, query=rewrite.query,
+                                                       top_k=body.top_k, mode=body.mode, filter=body.filter), deadline)
+        search_ms = (time.perf_counter() - t) * 1e3
+        floor = self.settings.answer_min_score if body.min_score is None else body.min_score
+        dense_ran = found.mode != "keyword"
+        kept = [h for h in found.hits
+                if not dense_ran or floor <= 0 or (h.dense_score is not None and h.dense_score >= floor)]
+        with TRACER.start_as_current_span("gateway.answer.pack") as span:
+            passages, duplicates = packing.pack(
+                [packing.Hit(h.id, h.text, h.score, h.dense_score, h.payload) for h in kept], rewrite.query,
+                self.settings.answer_context_chars)
+            span.set_attributes({"mesh.passages": len(passages), "mesh.below_floor": len(found.hits) - len(kept),
+                                 "mesh.near_duplicates": duplicates})
+        return Prepared(body, rewrite, found, passages,
+                        {"below_floor": len(found.hits) - len(kept), "near_duplicate": duplicates}, search_ms, start)
+
+    def messages(self, p: Prepared) -> list[ChatMessage]:
+        """The answer call's prompt: the rules, the numbered passages, the (standalone) question."""
+        return [ChatMessage("system", ANSWER_SYSTEM),
+                ChatMessage("user", f"자료:\n{packing.context(p.passages)}\n\n질문: {p.rewrite.query}")]
+
+    async def _open(self, p: Prepared, deadline: Deadline, buffered: bool) -> StructuredStream:
+        s = self.settings
+        return await open_structured(self.routes.get(p.body.model or self.route), self.messages(p), ANSWER_SCHEMA,
+                                     "grounded_answer", key=p.body.session_id or p.rewrite.query,
+                                     total_s=min(s.reasoning_total_s, deadline.check()),
+                                     max_tokens=s.answer_max_tokens, buffered=buffered)
+
+    def response(self, p: Prepared, value: object, call: StructuredStream | None) -> api.AnswerResponse:
+        """The checked answer (citations against the passages), or ``answerable: false`` with its reason."""
+        answer, removed, answerable = "", 0, False
+        cited: list[int] = []
+        if isinstance(value, dict):
+            answerable = value.get("answerable") is True and bool(str(value.get("answer", "")).strip())
+            if answerable:
+                answer, cited, removed = packing.checked_citations(
+                    str(value["answer"]), list(value.get("citations") or []), len(p.passages))
+        reason = "answered" if answerable else ("no_passages" if not p.passages else "not_in_passages")
+        ANSWERS.labels(reason).inc()
+        if removed:
+            CITATIONS_REMOVED.inc(removed)
+        by_n = {q.n: q for q in p.passages}
+        usage = usage_of(call.usage) if call is not None and call.usage is not None else None
+        note(collection=p.body.collection, answerable=answerable, passages=len(p.passages), citations=len(cited),
+             citations_removed=removed, rewrite=p.rewrite.status, degraded=p.found.degraded)
+        return api.AnswerResponse(
+            answerable=answerable, answer=answer, reason=reason, citations_removed=removed,
+            citations=[api.Citation(n=n, id=by_n[n].doc_id, start=by_n[n].start, end=by_n[n].end, text=by_n[n].text,
+                                    payload=by_n[n].payload) for n in cited],
+            passages=[api.AnswerPassage(n=q.n, id=q.doc_id, start=q.start, end=q.end, text=q.text, score=q.score,
+                                        dense_score=q.dense_score, payload=q.payload) for q in p.passages],
+            dropped=p.dropped, rewrite=p.rewrite, search_mode=p.found.mode, degraded=p.found.degraded, usage=usage,
+            timings=api.AnswerTimings(rewrite_ms=p.rewrite.ms, search_ms=round(p.search_ms, 3),
+                                      llm_ttft_ms=usage.ttft_ms if usage else None,
+                                      total_ms=round((time.perf_counter() - p.start) * 1e3, 3)))
+
+    async def answer(self, body: api.AnswerRequest, deadline: Deadline) -> api.AnswerResponse:
+        """The whole answer (an answer breaking its schema is regenerated once by the service)."""
+        p = await self.prepare(body, deadline)
+        if not p.passages:
+            return self.response(p, None, None)
+        try:
+            call = await self._open(p, deadline, buffered=True)
+            async for _ in call.deltas():
+                pass
+        except StructuredFailed as err:
+            ANSWERS.labels("failed").inc()
+            raise failed(err) from None
+        return self.response(p, call.value, call)
+
+    async def events(self, p: Prepared, deadline: Deadline) -> AsyncIterator[bytes]:
+        """``passages`` at once, ``delta`` as the answer's text is generated, then ``done`` or ``error``."""
+        yield sse("passages", {"query": p.rewrite.query, "rewrite": p.rewrite.model_dump(),
+                               "search_mode": p.found.mode, "degraded": p.found.degraded,
+                               "passages": [{"n": q.n, "id": q.doc_id, "start": q.start, "end": q.end, "text": q.text}
+                                            for q in p.passages]})
+        if not p.passages:
+            yield sse("done", self.response(p, None, None).model_dump())
+            return
+        try:
+            call = await self._open(p, deadline, buffered=False)
+            text = AnswerText()
+            async for piece in call.deltas():
+                new = text.feed(piece)
+                if new:
+                    yield sse("delta", {"text": new})
+        except StructuredFailed as err:
+            ANSWERS.labels("failed").inc()
+            yield error_event(failed(err))
+            return
+        yield sse("done", self.response(p, call.value, call).model_dump())

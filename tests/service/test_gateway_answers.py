@@ -1,0 +1,231 @@
+"""`/v1/answers` and derived queries (search `expand`) over the real embedding and retrieval servers and the real reasoning service (port 0).
+
+The LLM behind the reasoning service is the scripted OpenAI-compatible stand-in (bench/standin.py):
+what is checked here is the gateway's part — the passages it packs, the citations it checks, the
+floor, the rewrite and its fallback, the SSE order, degradation and bad input — which a model's
+wording must not decide. The real model answers in tests/service/test_answers_llm.py.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+
+import pytest
+import pytest_asyncio
+
+from bench.standin import ChatStandIn
+from services.reasoning.backends.openai_http import OpenAIBackend
+from support import free_port, job_finished
+from support.apps import asgi_client, gateway_app
+from support.servers import running_reasoning
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DOCS = [
+    {"id": "hr-leave", "text": "연차 휴가는 입사 1년 후 15일이 주어집니다. 쓰지 못한 연차는 다음 해로 최대 5일까지 "
+                               "이월할 수 있습니다. 이월한 연차는 3월 말까지 써야 합니다.",
+     "payload": {"title": "휴가 규정", "domain": "hr"}},
+    {"id": "hr-expense", "text": "출장비는 출장 후 7일 안에 영수증과 함께 청구합니다. 숙박비는 1박에 12만 원까지 "
+                                 "지원합니다.", "payload": {"title": "경비 규정", "domain": "hr"}},
+    {"id": "ship", "text": "주문한 책은 평일 오후 2시 전에 결제하면 당일 출고됩니다. 반품은 받은 날부터 14일 안에 "
+                           "신청할 수 있습니다.", "payload": {"title": "배송 안내", "domain": "shipping"}},
+]
+
+
+def answer_json(answerable: bool, answer: str, citations: list) -> dict:
+    """A scripted answer as the stand-in streams it (in a few pieces, as a backend would)."""
+    text = json.dumps({"answerable": answerable, "answer": answer, "citations": citations}, ensure_ascii=False)
+    return {"chunks": [text[i:i + 7] for i in range(0, len(text), 7)]}
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def catalog(embedding_service, retrieval_port):
+    """Collection "policies" holding DOCS; the (embedding, retrieval) ports."""
+    async with asgi_client(gateway_app(embedding_service.port, retrieval_port)) as http:
+        r = await http.post("/v1/collections", json={"name": "policies", "fields": {"domain": "keyword"}})
+        assert r.status_code == 201, r.text
+        job = (await http.post("/v1/collections/policies/documents", json={"documents": DOCS})).json()
+        assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
+    return embedding_service.port, retrieval_port
+
+
+@asynccontextmanager
+async def answering(catalog, script: list[dict], embedding: int | None = None, **settings):
+    """The gateway (ASGI) over the catalog and a reasoning service whose LLM follows ``script``; and the stand-in."""
+    standin = ChatStandIn(script)
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            app = gateway_app(embedding or catalog[0], catalog[1], reasoning_targets=f"127.0.0.1:{svc.port}",
+                              **settings)
+            async with asgi_client(app) as http:
+                yield http, standin
+    finally:
+        standin.close()
+
+
+def prompt_of(request: dict) -> str:
+    return "\n".join(m["content"] for m in request["messages"])
+
+
+async def test_an_answer_cites_passages_and_citations_naming_none_are_removed(catalog):
+    script = [answer_json(True, "남은 연차는 최대 5일까지 이월됩니다 [1] [7].", [1, 9])]
+    async with answering(catalog, script) as (http, standin):
+        r = await http.post("/v1/answers", json={"collection": "policies",
+                                                 "question": "연차를 다음 해로 넘길 수 있나요?"})
+        assert r.status_code == 200, r.text
+        out = r.json()
+    assert out["answerable"] and out["reason"] == "answered" and out["rewrite"]["status"] == "skipped"
+    assert out["answer"] == "남은 연차는 최대 5일까지 이월됩니다 [1] ."  # the marker naming no passage is gone
+    assert out["citations_removed"] == 2  # 9 in the list, [7] in the text
+    assert [c["n"] for c in out["citations"]] == [1]
+    first = out["citations"][0]
+    assert first["id"] == out["passages"][0]["id"] == "hr-leave" and first["payload"]["title"] == "휴가 규정"
+    doc = next(d for d in DOCS if d["id"] == first["id"])
+    assert doc["text"][first["start"]:first["end"]] == first["text"]
+    prompt = prompt_of(standin.requests[0])
+    assert "[1] (휴가 규정)" in prompt and "질문: 연차를 다음 해로 넘길 수 있나요?" in prompt
+    # the answer is held to its schema by the backend: the request carries it
+    assert standin.requests[0]["response_format"]["type"] == "json_schema"
+    assert out["usage"]["llm_calls"] == 1 and out["timings"]["search_ms"] > 0
+
+
+async def test_the_model_saying_not_in_passages_is_answerable_false(catalog):
+    async with answering(catalog, [answer_json(False, "", [])]) as (http, _):
+        out = (await http.post("/v1/answers", json={"collection": "policies",
+                                                    "question": "야근 수당은 얼마인가요?"})).json()
+    assert not out["answerable"] and out["reason"] == "not_in_passages" and out["answer"] == "" and not out["citations"]
+    assert out["passages"]  # what was searched is still shown
+
+
+async def test_nothing_above_the_floor_answers_false_without_calling_the_llm(catalog):
+    async with answering(catalog, [answer_json(True, "지어낸 답 [1]", [1])]) as (http, standin):
+        out = (await http.post("/v1/answers", json={"collection": "policies", "question": "우주 정거장 도킹 절차",
+                                                    "min_score": 0.99})).json()
+    assert not out["answerable"] and out["reason"] == "no_passages" and out["passages"] == []
+    assert out["dropped"]["below_floor"] == 3 and standin.requests == []
+
+
+async def test_history_is_rewritten_into_a_standalone_question(catalog):
+    script = [{"chunks": [json.dumps({"question": "반품은 며칠 안에 신청할 수 있나요?"}, ensure_ascii=False)]},
+              answer_json(True, "받은 날부터 14일 안에 신청할 수 있습니다 [1].", [1])]
+    history = [{"role": "user", "content": "책 배송은 언제 출고되나요?"},
+               {"role": "assistant", "content": "평일 오후 2시 전 결제면 당일 출고됩니다."}]
+    async with answering(catalog, script) as (http, standin):
+        out = (await http.post("/v1/answers", json={"collection": "policies", "question": "그럼 반품은요?",
+                                                    "history": history})).json()
+    assert out["rewrite"]["status"] == "ok" and out["rewrite"]["query"] == "반품은 며칠 안에 신청할 수 있나요?"
+    assert "그럼 반품은요?" in prompt_of(standin.requests[0]) and "책 배송은" in prompt_of(standin.requests[0])
+    assert "질문: 반품은 며칠 안에 신청할 수 있나요?" in prompt_of(standin.requests[1])
+    assert out["answerable"] and out["citations"][0]["id"] == "ship"
+
+
+async def test_a_failed_rewrite_searches_the_turn_as_written_and_says_so(catalog):
+    broken = {"chunks": ["이건 JSON이 아님"]}  # twice: the buffered call is regenerated once, then fails
+    script = [broken, broken, answer_json(True, "받은 날부터 14일 안입니다 [1].", [1])]
+    async with answering(catalog, script) as (http, _):
+        out = (await http.post("/v1/answers", json={"collection": "policies", "question": "반품 기한은요?", "history": [
+            {"role": "user", "content": "배송 안내 좀"}, {"role": "assistant", "content": "네"}]})).json()
+    rewrite = out["rewrite"]
+    assert rewrite["status"] == "failed" and rewrite["query"] == "반품 기한은요?" and rewrite["reason"]
+    assert out["answerable"]
+
+
+async def test_the_stream_sends_passages_then_the_answer_text_then_done(catalog):
+    answer = "출장비는 출장 후 7일 안에 \"영수증\"과 함께 청구합니다 [1]."
+    async with answering(catalog, [answer_json(True, answer, [1])]) as (http, _):
+        r = await http.post("/v1/answers:stream", json={"collection": "policies", "question": "출장비 청구 기한"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(r.text)
+    assert events[0][0] == "passages" and events[0][1]["passages"][0]["id"] == "hr-expense"
+    assert [e for e, _ in events[1:-1]] == ["delta"] * (len(events) - 2) and len(events) > 3
+    assert "".join(d["text"] for e, d in events if e == "delta") == answer
+    assert events[-1][0] == "done" and events[-1][1]["answer"] == answer and events[-1][1]["citations"][0]["n"] == 1
+
+
+async def test_the_llm_down_is_a_503_and_an_error_event(catalog):
+    async with answering(catalog, [{"status": 500}]) as (http, _):
+        r = await http.post("/v1/answers", json={"collection": "policies", "question": "연차 이월"})
+        assert r.status_code == 503, r.text
+        s = await http.post("/v1/answers:stream", json={"collection": "policies", "question": "연차 이월"})
+    events = parse_sse(s.text)
+    assert events[0][0] == "passages" and events[-1][0] == "error"
+
+
+async def test_embedding_down_answers_from_a_keyword_search_marked_degraded(catalog):
+    async with answering(catalog, [answer_json(True, "15일입니다 [1].", [1])], embedding=free_port()) as (http, _):
+        r = await http.post("/v1/answers", json={"collection": "policies", "question": "연차 휴가 일수",
+                                                 "min_score": 0.9})
+        out = r.json()
+    assert r.status_code == 200 and out["degraded"] and out["search_mode"] == "keyword"
+    assert out["answerable"] and out["passages"][0]["id"] == "hr-leave"  # no cosine to floor on: keyword hits kept
+    assert r.headers["X-Mesh-Degraded"] == "1"
+
+
+@pytest.mark.parametrize("body, status, field", [
+    ({"collection": "policies", "question": ""}, 400, "question"),
+    ({"collection": "policies", "question": "가" * 2001}, 400, "question"),
+    ({"collection": "policies", "question": "연차", "history": [{"role": "system", "content": "x"}]}, 400,
+     "history[0].role"),
+    ({"collection": "policies", "question": "연차", "top_k": 11}, 400, "top_k"),
+    ({"collection": "policies", "question": "연차", "min_score": 2}, 400, "min_score"),
+    ({"collection": "nope", "question": "연차"}, 404, None),
+    ({"collection": "policies", "question": "연차", "model": "no-such-route"}, 404, None),
+])
+async def test_bad_input_is_a_4xx_naming_the_field(catalog, body, status, field):
+    async with answering(catalog, [answer_json(True, "x", [])]) as (http, standin):
+        for path in ("/v1/answers", "/v1/answers:stream"):
+            r = await http.post(path, json=body)
+            assert r.status_code == status, r.text
+            if field:
+                assert field in [f["field"] for f in r.json()["error"]["fields"]]
+        assert standin.requests == []
+
+
+# Derived queries (search `expand`, recommendations) on the same stand-in LLM.
+
+async def test_expand_searches_the_query_and_the_derived_ones(catalog):
+    script = [{"chunks": [json.dumps({"queries": ["남은 휴가 넘기기", "연차 이월 한도"]}, ensure_ascii=False)]}]
+    async with answering(catalog, script) as (http, standin):
+        r = await http.post("/v1/search", json={"collection": "policies", "query": "연차 이월", "expand": {"n": 3}})
+        assert r.status_code == 200, r.text
+        out = r.json()
+    assert [(q["query"], q["source"]) for q in out["queries"]] == [
+        ("연차 이월", "given"), ("남은 휴가 넘기기", "derived"), ("연차 이월 한도", "derived")]
+    assert out["expansion"]["status"] == "ok" and out["expansion"]["derived"] == 2
+    assert out["hits"][0]["id"] == "hr-leave" and out["hits"][0]["matched_queries"][0] == 0
+    schema = standin.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["queries"]["minItems"] == 2  # n - 1 derived, the original always searched
+
+
+async def test_a_failed_expansion_searches_the_query_alone_marked(catalog):
+    async with answering(catalog, [{"status": 500}]) as (http, _):
+        r = await http.post("/v1/search", json={"collection": "policies", "query": "반품 기한", "expand": {"n": 4}})
+        assert r.status_code == 200, r.text
+        out = r.json()
+        rec = await http.post("/v1/recommendations", json={"collection": "policies", "query": "반품 기한",
+                                                            "reasons": False, "expand": {"n": 2}})
+    assert out["expansion"]["status"] == "failed" and out["expansion"]["reason"]
+    assert [q["query"] for q in out["queries"]] == ["반품 기한"] and out["hits"][0]["id"] == "ship"
+    assert rec.status_code == 200 and rec.json()["expansion"]["status"] == "failed"
+    assert rec.json()["cards"][0]["id"] == "ship" and rec.json()["queries"] == ["반품 기한"]
+
+
+async def test_recommendations_reason_once_over_the_merged_hits_of_derived_queries(catalog):
+    script = [{"chunks": [json.dumps({"queries": ["출장 숙박 지원"]}, ensure_ascii=False)]}, {"status": 500}]
+    async with answering(catalog, script) as (http, standin):
+        r = await http.post("/v1/recommendations", json={"collection": "policies", "query": "출장비",
+                                                          "expand": {"n": 2}, "top_k": 2})
+        assert r.status_code == 200, r.text
+        out = r.json()
+    assert out["queries"] == ["출장비", "출장 숙박 지원"] and out["expansion"]["status"] == "ok"
+    assert out["cards"][0]["id"] == "hr-expense"
+    assert len(standin.requests) == 2  # the derived queries, then ONE reasons call for every card
+    assert out["reasons_status"] == "failed"
