@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
 from opentelemetry import trace
 
 from services.bootstrap.errors import (
+    DependencyUnavailable,
     FailedPrecondition,
     InvalidInput,
     Violation,
@@ -18,12 +20,13 @@ from services.retrieval.query import (
     coerce_payload,
     validate_documents,
 )
-from services.retrieval.state import CatalogState, UpsertOutcome, left
+from services.retrieval.state import REINDEX_EMBED_TEXTS, CatalogState, UpsertOutcome, left
 from services.retrieval.store import CatalogMeta, StoredPoint
 from services.retrieval.writes import ReindexInProgress, storable_violations
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("services.retrieval")
+WRITE_EMBED_TEXTS = REINDEX_EMBED_TEXTS  # texts per Embed call of a write (16: <= 8k tokens, a few seconds here)
 
 
 class DocumentWrites:
@@ -31,6 +34,23 @@ class DocumentWrites:
 
     def __init__(self, state: CatalogState) -> None:
         self.state = state
+
+    async def _embed(self, texts: list[str], until: float | None) -> tuple[np.ndarray, str]:
+        """Passage vectors in calls of at most ``WRITE_EMBED_TEXTS`` texts, each with its own embedding deadline.
+
+        One call per batch gave 64 long passages (512 tokens each, ~40 s on two cores) one 20 s deadline:
+        the batch could never be written, and every retry embedded it again. A call of 16 is bounded work.
+        """
+        parts, revision = [], ""
+        for i in range(0, len(texts), WRITE_EMBED_TEXTS):
+            vecs, got = await self.state.embed(texts[i:i + WRITE_EMBED_TEXTS], "passage",
+                                               left(until, self.state.embed_timeout_s * 10))
+            if revision and got != revision:
+                raise DependencyUnavailable(f"the embedding service changed revision ({revision} -> {got}) "
+                                            "within one batch; nothing was written: retry it")
+            revision = got
+            parts.append(vecs)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0], revision
 
     async def upsert(self, name: str, docs: list[Document], deadline_s: float | None = None) -> UpsertOutcome:
         """Validate the whole batch, embed it, tokenise it, write it (idempotent by id).
@@ -50,7 +70,7 @@ class DocumentWrites:
                                "nothing was written", bad)
         t0 = time.perf_counter()
         texts = [d.text for d in docs]
-        vectors, revision = await self.state.embed(texts, "passage", left(until, self.state.embed_timeout_s * 10))
+        vectors, revision = await self._embed(texts, until)
         t1 = time.perf_counter()
         terms = await self.state.bulk_terms(texts, until)
         t2 = time.perf_counter()

@@ -300,3 +300,28 @@ async def test_persistent_local_path_survives_a_restart(embedding_service, tmp_p
                 resp = await stub.Search(pb.SearchRequest(collection="kept", query="제주도 여행"), timeout=10)
                 assert resp.hits[0].id == "b6"
 
+
+
+async def test_a_large_write_is_embedded_in_bounded_calls_with_vectors_in_order(embedding_service, tmp_path_factory):
+    from services.retrieval.documents import WRITE_EMBED_TEXTS
+
+    class Counting(GrpcEmbedder):
+        sizes: list[int] = []
+
+        async def embed(self, texts, kind, timeout_s):
+            self.sizes.append(len(texts))
+            return await super().embed(texts, kind, timeout_s)
+
+    embedder = Counting(f"127.0.0.1:{embedding_service.port}")
+    docs = [pb.Document(id=f"w{i}", text=f"{i}번 문서: 제주도 여행 안내" if i != 37 else "백엔드 개발자 면접 질문")
+            for i in range(40)]
+    async with retrieval_stub(tmp_path_factory.mktemp("bounded"), embedding_service.port, embedder=embedder) as (
+            _, stub):
+        await stub.CreateCollection(pb.CreateCollectionRequest(name="many"), timeout=30)
+        Counting.sizes.clear()
+        await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="many", documents=docs), timeout=60)
+        assert Counting.sizes == [WRITE_EMBED_TEXTS, WRITE_EMBED_TEXTS, 40 - 2 * WRITE_EMBED_TEXTS]
+        out = await stub.Search(pb.SearchRequest(collection="many", query="개발자 면접", mode=pb.SEARCH_MODE_DENSE,
+                                                 top_k=1),
+                                timeout=10)
+        assert out.hits[0].id == "w37"  # each vector stayed with its document across the calls

@@ -44,3 +44,17 @@ def test_mecab_backend_splits_fused_inflections_into_stems():
     assert mecab.terms("책을 샀어요") == ["책", "사"]
     assert mecab.terms("학교에가서") == ["학교", "가"]
     assert mecab.info.label().startswith("python-mecab-ko-")
+
+
+def test_a_long_text_is_analysed_in_pieces_cut_at_sentence_ends():
+    from services.retrieval.korean.analyzer import PIECE_CHARS, KoreanAnalyzer, pieces
+
+    sentence = "연차 휴가는 다음 해로 다섯 일까지 이월할 수 있습니다. "
+    text = sentence * (3 * PIECE_CHARS // len(sentence))
+    parts = pieces(text)
+    assert "".join(parts) == text and len(parts) >= 3 and all(len(p) <= PIECE_CHARS for p in parts)
+    assert all(p.endswith(". ") for p in parts[:-1])  # cut after a sentence end, never inside a word
+    analyzer = KoreanAnalyzer()
+    assert analyzer.terms(text) == [t for p in parts for t in analyzer.terms(p)]
+    assert analyzer.terms(text).count("연차") == text.count("연차")  # nothing lost at the cuts
+    assert pieces("짧은 글") == ["짧은 글"] and pieces("가" * (PIECE_CHARS + 5)) == ["가" * PIECE_CHARS, "가" * 5]
