@@ -56,11 +56,14 @@ class GatewaySettings(BaseSettings):
     answer_rewrite_timeout_s: float = Field(8.0, gt=0, le=120,
                                             description="deadline of rewriting a follow-up into a standalone question "
                                                         "(then the turn is searched as written, marked)")
-    answer_context_chars: int = Field(1800, ge=200, le=20000,
-                                      description="characters of passages packed into an answer's prompt")
-    answer_min_score: float = Field(0.0, ge=-1, le=1,
+    answer_context_chars: int = Field(1200, ge=200, le=20000,
+                                      description="characters of passages packed into an answer's prompt (1200: "
+                                                  "about 1,000 prompt tokens, ~60 s of prefill for the embedded "
+                                                  "model on two cores; raise it behind a GPU route)")
+    answer_min_score: float = Field(0.70, ge=-1, le=1,
                                     description="similarity floor of /v1/answers: passages whose dense cosine "
-                                                "similarity is below it are not used (0: none dropped)")
+                                                "similarity is below it are not used (0: none dropped; 0.70 chosen "
+                                                "on the answers-ko tune split, bench/results/answers_floor.md)")
     answer_max_tokens: int = Field(384, ge=16, le=4096, description="tokens an answer may take")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")

@@ -43,12 +43,12 @@ ANSWER_SYSTEM = (
     "3. 답의 근거가 된 자료의 번호를 citations에 넣으세요.\n"
     "4. 답은 한국어로 1~3문장으로 짧게 쓰세요.")
 ANSWER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answerable", "answer", "citations"],
-                 "properties": {"answerable": {"type": "boolean"}, "answer": {"type": "string", "maxLength": 800},
+                 "properties": {"answerable": {"type": "boolean"}, "answer": {"type": "string"},
                                 "citations": {"type": "array", "maxItems": 5, "items": {"type": "integer"}}}}
 REWRITE_SYSTEM = ("대화의 마지막 질문을 앞의 대화를 보지 않아도 이해되는 하나의 질문으로 다시 쓰세요. 대화에 나온 "
                   "대상(회사, 제품, 정책, 책의 이름)을 질문에 넣고, 묻는 내용은 바꾸지 마세요.")
 REWRITE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["question"],
-                  "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 300}}}
+                  "properties": {"question": {"type": "string"}}}
 REWRITE_TURNS = 6  # the last 3 exchanges
 REWRITE_TURN_CHARS = 400
 

@@ -30,7 +30,7 @@ def schema(k: int) -> dict:
     """Exactly ``k`` short query strings."""
     return {"type": "object", "additionalProperties": False, "required": ["queries"],
             "properties": {"queries": {"type": "array", "minItems": k, "maxItems": k,
-                                       "items": {"type": "string", "minLength": 1, "maxLength": 80}}}}
+                                       "items": {"type": "string"}}}}
 
 
 class QueryExpander:

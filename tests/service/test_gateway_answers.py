@@ -1,4 +1,6 @@
-"""`/v1/answers` and derived queries (search `expand`) over the real embedding and retrieval servers and the real reasoning service (port 0).
+"""`/v1/answers` and derived queries (search `expand`) over the real embedding, retrieval and reasoning services.
+
+All on port 0.
 
 The LLM behind the reasoning service is the scripted OpenAI-compatible stand-in (bench/standin.py):
 what is checked here is the gateway's part — the passages it packs, the citations it checks, the
