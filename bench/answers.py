@@ -193,7 +193,7 @@ def ask(http: httpx.Client, collection: str, q: dict) -> dict:
 
 def score(questions: list[dict], answers: list[dict], passages: dict[str, str], kind: str) -> dict[str, Any]:
     """The set's figures."""
-    cites_ok = cites = 0
+    cites_ok = cites = cites_answerable = cites_answerable_ok = 0
     correct: list[float] = []
     answered_ok = unanswerable_ok = n_ans = n_unans = errors = 0
     for q, a in zip(questions, answers, strict=True):
@@ -221,10 +221,15 @@ def score(questions: list[dict], answers: list[dict], passages: dict[str, str], 
                 good = c["id"] in q["gold_passages"] or (
                     q.get("answer") is not None and squash(q["answer"]) in squash(c["text"]))
                 cites_ok += good
+                if q["answerable"]:
+                    cites_answerable += 1
+                    cites_answerable_ok += good
     out: dict[str, Any] = {
         "questions": len(questions), "errors": errors, "citations": cites,
         "citation_precision": cites_ok / cites if cites else None,
         "citation_precision_ci": wilson(cites_ok, cites),
+        "citation_precision_answerable": cites_answerable_ok / cites_answerable if cites_answerable else None,
+        "citation_precision_answerable_ci": wilson(cites_answerable_ok, cites_answerable),
         "answerable_answered": answered_ok / n_ans if n_ans else None, "answerable_n": n_ans,
         "answerable_answered_ci": wilson(answered_ok, n_ans),
         "unanswerable_refused": unanswerable_ok / n_unans if n_unans else None, "unanswerable_n": n_unans,
@@ -313,7 +318,8 @@ def main() -> None:
     parser.add_argument("--overhead", type=int, default=8, help="questions timed for the grounding overhead")
     parser.add_argument("--tune-floor", action="store_true", help="only choose the floor on the tune split (no LLM)")
     parser.add_argument("--limit", type=int, default=0,
-                        help="answers-ko questions at most, evenly spaced over the split (0: all of it)")
+                        help="answers-ko questions at most, evenly spaced over the split (0: all of it; -1: none)")
+    parser.add_argument("--name", default="answers", help="result file name under --out")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     model_dir = current_model_dir().resolve()
@@ -352,11 +358,11 @@ def main() -> None:
         base = f"http://127.0.0.1:{gw_port}"
         sets: dict[str, Any] = {}
         with httpx.Client(base_url=base, timeout=900) as http:
-            ingest_s = {"answers-ko": ingest(http, "answers-ko", passages_ko)}
+            ingest_s = {"answers-ko": ingest(http, "answers-ko", passages_ko)}  # also the overhead's collection
             _, qs = load_answers_ko(args.split)
             if args.limit and args.limit < len(qs):  # evenly spaced over the split: every kind in proportion
                 qs = [qs[i * len(qs) // args.limit] for i in range(args.limit)]
-            runs = [("answers-ko", qs, {p["id"]: p["text"] for p in passages_ko}, "span")]
+            runs = [("answers-ko", qs, {p["id"]: p["text"] for p in passages_ko}, "span")] if args.limit >= 0 else []
             if args.autorag:
                 a_passages, a_qs = load_autorag(args.data, args.autorag, args.autorag_pages)
                 print(f"[bench] ingesting {len(a_passages)} autorag-ko pages", flush=True)
@@ -430,6 +436,9 @@ def report(args: argparse.Namespace, sets: dict[str, Any], over: list[dict], ing
     ]
     for name, s in sets.items():
         f = s["figures"]
+        body.append(f"- {name}: citation precision over answerable questions only (an unanswerable question "
+                    f"answered cites no gold passage by definition): {_pct(f['citation_precision_answerable'])} "
+                    f"({_ci(f['citation_precision_answerable_ci'])}).")
         body.append(f"- {name}: citation precision >= 0.9: {verdict(f['citation_precision'], 0.9)}; answerable "
                     f"answered >= 90 %: {verdict(f['answerable_answered'], 0.9)}; unanswerable answered false >= "
                     f"80 %: {verdict(f['unanswerable_refused'], 0.8) if f['unanswerable_n'] else '— (none in set)'}.")
@@ -439,7 +448,7 @@ def report(args: argparse.Namespace, sets: dict[str, Any], over: list[dict], ing
                                         f"{r['overhead_ms']:.0f}", f"{r['search_ms']:.1f}"] for r in over]),
              "", f"Overhead p50 **{p50:.0f} ms** over {len(over_ms)} questions (target <= 30 ms: "
              f"{'met' if p50 <= 30 else 'missed'}); the search inside it is listed per question."]
-    text = write_result("answers", "Grounded answers", body, {
+    text = write_result(args.name, "Grounded answers", body, {
         "sets": sets, "overhead": over, "overhead_p50_ms": p50, "ingest_s": ingest_s}, out=args.out)
     print(text)
 
