@@ -48,7 +48,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import ROOT, free_port, md_table, start_service, stop_service
+from bench.common import ROOT, free_port, md_table, start_retrieval_pair, start_service, stop_service
 from bench.report import write_result
 from gateway.answers import packing
 from gateway.answers.decoder import AnswerText
@@ -327,11 +327,7 @@ def main() -> None:
     procs: list = []
     llm = None
     try:
-        emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
-        procs.append(emb)
-        ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                      f"127.0.0.1:{emb_port}")
-        procs.append(ret)
+        emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs)
         targets = ["--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target", f"127.0.0.1:{ret_port}"]
         passages_ko, _ = load_answers_ko("all")
         if args.tune_floor:

@@ -86,6 +86,18 @@ def start_service(module: str, *args: str, timeout_s: float = 120,
     return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s, env=env)
 
 
+def start_retrieval_pair(folder: Path, model_dir: Path, procs: list, *, workers: int = 1,
+                         env: dict[str, str] | None = None) -> tuple[int, int]:
+    """Embedding and retrieval on ``folder`` as processes (``procs`` collects them); their ports."""
+    many = ["--workers", str(workers)] if workers > 1 else []
+    emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir), *many, env=env)
+    procs.append(emb)
+    ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
+                                  f"127.0.0.1:{emb_port}", env=env)
+    procs.append(ret)
+    return emb_port, ret_port
+
+
 def start_search_mesh(folder: Path, model_dir: Path, procs: list, *, workers: int = 1,
                       env: dict[str, str] | None = None) -> str:
     """Embedding, retrieval on ``folder`` and a gateway as processes (``procs`` collects them); the gateway's URL.
@@ -93,11 +105,7 @@ def start_search_mesh(folder: Path, model_dir: Path, procs: list, *, workers: in
     ``workers`` applies to embedding and the gateway (retrieval's embedded engine is one process's).
     """
     many = ["--workers", str(workers)] if workers > 1 else []
-    emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir), *many, env=env)
-    procs.append(emb)
-    ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                  f"127.0.0.1:{emb_port}", env=env)
-    procs.append(ret)
+    emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs, workers=workers, env=env)
     gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                 f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000", *many, env=env)
     procs.append(gw)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import ROOT, md_table, start_service, stop_service
+from bench.common import ROOT, md_table, start_retrieval_pair, start_service, stop_service
 from bench.report import write_result
 from services.retrieval.korean.analyzer import KoreanAnalyzer, normalise
 from services.runtime.models import current_model_dir
@@ -79,13 +79,9 @@ def ingest_rows(docs: int, chars: int) -> dict:
     texts = [prose(chars, 100 + i) for i in range(docs)]
     model_dir = current_model_dir().resolve()
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-long-"))
-    procs = []
+    procs: list = []
     try:
-        emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
-        procs.append(emb)
-        ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                      f"127.0.0.1:{emb_port}")
-        procs.append(ret)
+        emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs)
         gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                     f"127.0.0.1:{ret_port}")
         procs.append(gw)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import ROOT, md_table, start_service, stop_service
+from bench.common import ROOT, md_table, start_retrieval_pair, start_service, stop_service
 from bench.report import write_result
 from services.runtime.models import current_model_dir
 
@@ -96,18 +96,14 @@ def main() -> None:
     passages = json.loads((DATA / "paraphrase_ko.json").read_text())["passages"]
     model_dir = current_model_dir().resolve()
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-mq-"))
-    procs = []
+    procs: list = []
     single_ms: list[float] = []
     multi_ms: list[float] = []
     ways = len(needs[0]["queries"])
     single_recall = [[0.0] * len(needs) for _ in range(ways)]
     merged_recall = [0.0] * len(needs)
     try:
-        emb, emb_port = start_service("services.embedding", "--model-dir", str(model_dir))
-        procs.append(emb)
-        ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(folder), "--embedding-target",
-                                      f"127.0.0.1:{emb_port}")
-        procs.append(ret)
+        emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs)
         bases = []
         for _ in range(2):
             gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}",

@@ -19,7 +19,7 @@ import pytest_asyncio
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import free_port, job_finished
-from support.apps import asgi_client, gateway_app
+from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -38,14 +38,6 @@ def answer_json(answerable: bool, answer: str, citations: list) -> dict:
     """A scripted answer as the stand-in streams it (in a few pieces, as a backend would)."""
     text = json.dumps({"answerable": answerable, "answer": answer, "citations": citations}, ensure_ascii=False)
     return {"chunks": [text[i:i + 7] for i in range(0, len(text), 7)]}
-
-
-def parse_sse(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -7,7 +7,6 @@ is in tests/service/conftest.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 from contextlib import AsyncExitStack
 
 import pytest
@@ -16,7 +15,7 @@ import pytest_asyncio
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
-from support.apps import asgi_client, gateway_app
+from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
 from support.standins import reasons_answer
 
@@ -48,14 +47,6 @@ async def real_gw(catalog, llm_server):
         app = gateway_app(*catalog, reasoning_targets=f"127.0.0.1:{reasoning.port}", **SLOW)
         async with asgi_client(app, timeout=300) as http:
             yield http
-
-
-def parse_sse(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):

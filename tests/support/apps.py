@@ -8,6 +8,7 @@ puts it under uvicorn on a real port, for clients that need one (schemathesis).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -67,3 +68,12 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
         finally:
             server.should_exit = True
             await task
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    """A whole server-sent-event body as (event, data) pairs."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
