@@ -52,7 +52,7 @@ from bench.report import command_line, write_result
 from services.runtime.processes import start_process, start_redis, stop_process
 
 NAMESPACE_A = "benchjobs"
-GATEWAY_NAMESPACE = "gateway"  # the namespace gateway/wiring.py gives its RedisJobs
+GATEWAY_NAMESPACE = "gateway"  # the namespace gateway/wiring.py gives its RedisJobs (a hash tag in the keys)
 JOB_LOGGER = "services.runtime.jobs.base"
 DIM = 384
 
@@ -347,19 +347,22 @@ class Gateways:
 
 
 def part_b(folder: Path, *, gateways: int, jobs: int, docs_per_job: int, batch_size: int, lease_s: float,
-           workers: int, kill_after_docs: int, deadline_s: float) -> dict[str, Any]:
-    """(b): concurrent ingest jobs over ``gateways`` gateways, one killed while they run."""
+           workers: int, kill_after_docs: int, deadline_s: float, redis_pause_s: float = 0.0) -> dict[str, Any]:
+    """(b): concurrent ingest jobs over ``gateways`` gateways, one killed while they run.
+
+    With ``redis_pause_s``, Redis is paused that long (``CLIENT PAUSE ... ALL``) instead; nobody is killed.
+    """
     import redis
 
     mesh = Gateways(folder, gateways, lease_s, workers)
     out: dict[str, Any] = {"gateways": gateways, "jobs": jobs, "docs_per_job": docs_per_job,
                            "batch_size": batch_size, "job_lease_s": lease_s, "job_workers_per_gateway": workers}
-    victim = 1 % gateways
+    victim = -1 if redis_pause_s else 1 % gateways
     try:
         out["start"] = mesh.start()
         log(f"(b) mesh up: {out['start']}")
         r: Any = redis.Redis.from_url(mesh.redis_url, socket_timeout=5, decode_responses=True)
-        prefix = f"jobs:{GATEWAY_NAMESPACE}"
+        prefix = f"jobs:{{{GATEWAY_NAMESPACE}}}"
         name = "jobs_store"
         with httpx.Client(base_url=mesh.urls[0], timeout=30) as http:
             resp = http.post("/v1/collections", json={"name": name})
@@ -404,11 +407,15 @@ def part_b(folder: Path, *, gateways: int, jobs: int, docs_per_job: int, batch_s
         held = {inst: [str(x) for x in r.lrange(f"{prefix}:running:{inst}", 0, -1)] for inst in leases_before}
         at_kill = views(survivors)
         t_kill = time.perf_counter()
-        mesh.kill(victim)
-        out["kill"] = {"gateway": victim, "after_s": round(t_kill - t0, 1),
+        if redis_pause_s:  # every client's commands wait: the gateways' job-store calls time out mid-job
+            r.execute_command("CLIENT", "PAUSE", str(int(redis_pause_s * 1000)), "ALL")
+        else:
+            mesh.kill(victim)
+        out["kill"] = {"gateway": victim, "after_s": round(t_kill - t0, 1), "redis_pause_s": redis_pause_s,
                        "done_docs_at_kill": sum(int(v.get("done", 0)) for v in at_kill.values()),
                        "states_at_kill": dict(Counter(v.get("state") for v in at_kill.values()))}
-        log(f"(b) killed gateway {victim} at {out['kill']['after_s']} s, {out['kill']['states_at_kill']}")
+        log(f"(b) {'paused Redis' if redis_pause_s else f'killed gateway {victim}'} at {out['kill']['after_s']} s, "
+            f"{out['kill']['states_at_kill']}")
 
         # wait (bounded) until every job is final
         final: dict[int, dict[str, Any]] = {}
@@ -504,15 +511,17 @@ def rows(f: dict[str, Any]) -> list[list[str]]:
                     "same order (ratio shown)", f"ratio {a['cycle_time_ratio_full_vs_empty']}"])
         out.append(["(a) reaping beat(): lapsed instance with 2 jobs", "empty / full",
                     f"moved {e['reap']['moved']}, {e['reap']['monitor_commands']} / moved {full['reap']['moved']}, "
-                    f"{full['reap']['monitor_commands']}", "1 command, 2 moved",
-                    _met(e["reap"]["monitor_commands"] == full["reap"]["monitor_commands"] == {"EVALSHA": 1}
+                    f"{full['reap']['monitor_commands']}", "2 commands (look, reap the lapsed one), 2 moved",
+                    _met(e["reap"]["monitor_commands"] == full["reap"]["monitor_commands"] == {"EVALSHA": 2}
                          and e["reap"]["moved"] == full["reap"]["moved"] == 2)])
     elif a:
         out.append(["(a)", "ran", a["error"], "", "**no**"])
     b = f.get("b")
     if b and "error" not in b:
+        fault = (f"Redis paused {b['kill']['redis_pause_s']:g} s" if b["kill"].get("redis_pause_s")
+                 else f"gateway {b['kill']['gateway']} kill -9")
         out.append([f"(b) {b['jobs']} ingest jobs x {b['docs_per_job']} docs over {b['gateways']} gateways, "
-                    f"gateway {b['kill']['gateway']} kill -9 at {b['kill']['after_s']} s",
+                    f"{fault} at {b['kill']['after_s']} s",
                     "succeeded / failed / unfinished", f"{b['succeeded']} / {b['failed']} / {b['unfinished']} "
                     f"(all final {b['all_final_after_kill_s']} s after the kill)", f"{b['jobs']} / 0 / 0",
                     _met(b["succeeded"] == b["jobs"] and b["unfinished"] == 0)])
@@ -522,6 +531,10 @@ def rows(f: dict[str, Any]) -> list[list[str]]:
                                                             and b["documents_found"] == b["documents_submitted"])])
         out.append(["(b) duplicate completions (job ids with > 1 `succeeded` line, all gateways)", "count",
                     str(b["duplicate_completions"]), "0", _met(b["duplicate_completions"] == 0)])
+        if b["kill"].get("redis_pause_s"):
+            out.append(["(b) attempts interrupted by the job store, then requeued and resumed (fence > 1)",
+                        "interruptions logged; jobs resumed", f"{b['store_interruptions']}; {b['resumed_jobs']}",
+                        "every interrupted job finished", _met(b["unfinished"] == 0)])
         out.append(["(b) jobs resumed by another gateway (fence > 1)",
                     "resumed; of them held by the killed gateway; held at kill",
                     f"{b['resumed_jobs']}; {b['resumed_of_victim_jobs']}; {b['victim_held_jobs_at_kill']}",
@@ -576,6 +589,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--kill-after-docs", type=int, default=120,
                    help="(b) kill once this many documents are acknowledged across jobs (waits at most 60 s)")
     p.add_argument("--deadline-s", type=float, default=120.0, help="(b) longest wait for every job to be final")
+    p.add_argument("--redis-pause-s", type=float, default=0.0,
+                   help="(b) pause Redis this long (CLIENT PAUSE ALL) instead of killing a gateway; give a "
+                        "--job-lease-s longer than it, so only the hand-back of interrupted jobs can resume them")
     p.add_argument("--only", choices=["a", "b"], help="run one part only")
     p.add_argument("--out", type=Path, default=Path("bench/results/jobs_store"),
                    help="results path without suffix (writes .md and .json)")
@@ -595,7 +611,8 @@ def main(argv: list[str] | None = None) -> None:
                 figures["b"] = part_b(Path(tmp), gateways=args.gateways, jobs=args.jobs,
                                       docs_per_job=args.docs_per_job, batch_size=args.batch_size,
                                       lease_s=args.job_lease_s, workers=args.job_workers,
-                                      kill_after_docs=args.kill_after_docs, deadline_s=args.deadline_s)
+                                      kill_after_docs=args.kill_after_docs, deadline_s=args.deadline_s,
+                                      redis_pause_s=args.redis_pause_s)
             except Exception as exc:  # noqa: BLE001
                 figures["b"] = {"error": f"{type(exc).__name__}: {exc}"}
     figures["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -76,7 +76,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, limits={
         "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
         "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,
-        "/v1/summaries": settings.max_inflight_llm})
+        "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm})
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)

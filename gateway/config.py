@@ -80,6 +80,9 @@ class GatewaySettings(BaseSettings):
     redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
     jobs_redis_url: str = Field("", description="redis:// for ingest/reindex jobs when they must not share "
                                                 "the cache's Redis (an LRU may evict them); empty: --redis-url")
+    jobs_redis_cluster: bool = Field(False, description="--jobs-redis-url is a node of a Redis Cluster: connect "
+                                                        "with the cluster client (every job key of a namespace "
+                                                        "hashes to one slot); the caches stay on --redis-url")
     cache_ttl_s: int = Field(86400, ge=1, description="embedding cache TTL")
     cache_max_entries: int = Field(100000, ge=1, description="LRU cap of the embedding cache")
     breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
@@ -110,8 +113,9 @@ class GatewaySettings(BaseSettings):
                                                           "more wait --shed-wait-s, then 429; 0 = no cap")
     max_inflight_embeddings: int = Field(4, ge=0, description="/v1/embeddings calls in flight at once; 0 = no cap")
     max_inflight_llm: int = Field(0, ge=0, description="LLM calls in flight at once per group (/v1/chat and "
-                                                       "/v1/chat/completions; /v1/summaries); more wait "
-                                                       "--shed-wait-s, then 429; 0 = no cap")
+                                                       "/v1/chat/completions; /v1/summaries; /v1/answers); more "
+                                                       "wait --shed-wait-s, then 429; derived queries (expand) "
+                                                       "over it are skipped at once; 0 = no cap")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
     job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "
@@ -138,6 +142,13 @@ class GatewaySettings(BaseSettings):
         table = json.loads(self.model_routes)
         return {name: RouteSpec(name, _targets(str(spec.get("targets", ""))), str(spec.get("model", "")))
                 for name, spec in table.items()}
+
+    @model_validator(mode="after")
+    def _jobs_cluster(self) -> GatewaySettings:
+        if self.jobs_redis_cluster and not self.jobs_redis_url:
+            raise ValueError("jobs_redis_cluster needs jobs_redis_url (a node of the cluster); the caches' "
+                             "--redis-url is a plain Redis")
+        return self
 
     @model_validator(mode="after")
     def _routes(self) -> GatewaySettings:

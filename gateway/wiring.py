@@ -106,11 +106,12 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     handlers = CatalogJobs(clients.retrieval).handlers()
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
-    jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s, **options)
+    jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s,
+                            cluster=settings.jobs_redis_cluster, **options)
                   if redis_url else MemoryJobs(handlers, **options))
     routes = ModelRoutes(clients.reasoning, settings)
     search = Search(vectors, clients.retrieval, QueryExpander(routes, settings.route_of(settings.expand_route),
-                                                              settings.expand_timeout_s))
+                                                              settings.expand_timeout_s, settings.max_inflight_llm))
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 

@@ -6,6 +6,7 @@ keeps its character span in the document so a citation points at the text it use
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 # A sentence ends at . ! ? (and their full-width forms) followed by white space, or at a line break.
 SENTENCE_END = re.compile(r"[.!?。！？]+(?=\s)|\n+")
 NEAR_DUPLICATE = 0.85  # Jaccard of character trigrams above which a passage repeats one already kept
+DEDUP_CHARS = 2000  # how much of each hit the near-duplicate test reads (copies share their openings)
 MARKER = re.compile(r"\[(\d{1,3})\]")
 
 
@@ -54,6 +56,27 @@ def bigrams(text: str) -> set[str]:
     return {t[i:i + 2] for i in range(len(t) - 1)}
 
 
+def _scores(text: str, spans: list[tuple[int, int]], query: str) -> list[int]:
+    """For each sentence, how many of the query's bigrams it holds (white space inside one allowed).
+
+    One regular-expression scan of the whole text (overlapping matches, case-insensitive), each match
+    assigned to its sentence: linear in the text, with no per-sentence set to build.
+    """
+    q = bigrams(query)
+    scores = [0] * len(spans)
+    if not q:
+        return scores
+    pattern = re.compile("(?=(" + "|".join(re.escape(b[0]) + r"\s*" + re.escape(b[1]) for b in sorted(q)) + "))",
+                         re.IGNORECASE)
+    starts = [s for s, _ in spans]
+    seen: list[set[str]] = [set() for _ in spans]
+    for m in pattern.finditer(text):
+        k = bisect.bisect_right(starts, m.start()) - 1
+        if k >= 0 and m.start() < spans[k][1]:
+            seen[k].add("".join(m.group(1).split()).casefold())
+    return [len(x) for x in seen]
+
+
 def window(text: str, query: str, cap: int) -> tuple[int, int]:
     """The span of whole sentences, at most ``cap`` characters, sharing the most with the query.
 
@@ -65,17 +88,18 @@ def window(text: str, query: str, cap: int) -> tuple[int, int]:
     spans = sentences(text)
     if not spans:
         return 0, 0
-    q = bigrams(query)
-    scores = [len(bigrams(text[s:e]) & q) for s, e in spans]
+    scores = _scores(text, spans, query)
     best, best_score, j, total = (0, 0), -1, 0, 0
-    for i in range(len(spans)):
-        j = max(j, i)
-        total = sum(scores[i:j])
+    for i in range(len(spans)):  # two pointers, a running total: linear in the sentences
+        if j < i:
+            j, total = i, 0
         while j < len(spans) and spans[j][1] - spans[i][0] <= cap:
             total += scores[j]
             j += 1
         if j > i and total > best_score:
             best, best_score = (i, j), total
+        if j > i:
+            total -= scores[i]  # sentence i leaves the window
     if best_score < 0:  # no whole sentence fits: the best sentence, cut
         i = max(range(len(spans)), key=lambda k: scores[k])
         s, e = spans[i]
@@ -109,15 +133,16 @@ class Hit:
 def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
     """Passages from ``hits`` (best first) within ``budget`` characters, and how many near-duplicates were dropped.
 
-    Each hit gets an even share of what is left (a short one leaves the rest to those after it); the
-    window of its share that shares most with the query is used.
+    A hit whose opening (:data:`DEDUP_CHARS`) nearly repeats one kept before is dropped; each other
+    hit gets an even share of what is left (a short one leaves the rest to those after it); the
+    window of its share that shares most with the query is used. Linear in the hits' length.
     """
     kept: list[Passage] = []
     grams: list[set[str]] = []
     dropped = 0
     unique = []
     for h in hits:
-        g = trigrams(h.text)
+        g = trigrams(h.text[:DEDUP_CHARS])
         if any(near_duplicate(g, other) for other in grams):
             dropped += 1
             continue

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from gateway.answers import protocol as api
 from gateway.answers.serving import Answers
 from gateway.http import deadline
 from gateway.http.deadline import Deadline
 from gateway.http.errors import documented
-from gateway.reasoning.router import SSE_DOC, SSE_HEADERS
+from gateway.reasoning.router import SSE_DOC, sse_response
 
 router = APIRouter(tags=["answers"])
-ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504, described=False)
+ERRORS = documented(400, 401, 404, 409, 413, 429, 502, 503, 504, described=False)
 
 
 def _answers(request: Request) -> Answers:
@@ -43,4 +43,4 @@ async def answer_stream(body: api.AnswerRequest, request: Request, dl: Deadline 
     """
     answers = _answers(request)
     prepared = await answers.prepare(body, dl)  # bad input and search errors are plain HTTP errors
-    return StreamingResponse(answers.events(prepared, dl), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse_response(answers.events(prepared, dl))

@@ -9,8 +9,10 @@ question or passage text reaches a log line or a span: only counts and timings.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -67,11 +69,21 @@ class Prepared:
 
 
 def failed(err: StructuredFailed) -> ApiError:
-    """An answer call that gave nothing: 504 when out of time, 400 for a prompt too long, else 503."""
+    """An answer call that gave nothing, as the rest of the gateway answers the same failure.
+
+    504 out of time, 400 for a prompt too long, 429 + ``Retry-After`` when the reasoning service is
+    overloaded, 502 when the model's output broke its schema (after the service's one regeneration), else 503.
+    """
     if "deadline" in err.reason or err.reason.endswith("timeout"):
         return ApiError(504, "deadline_exceeded", f"the answer was not written in time ({err.reason})", retryable=True)
     if err.reason in ("invalid_argument", "context_length_exceeded"):
         return ApiError(400, err.reason, err.message or err.reason)
+    if err.reason == "resource_exhausted":
+        return ApiError(429, "overloaded", f"the reasoning service is overloaded; retry shortly ({err.message})"[:300],
+                        retryable=True, retry_after_s=1.0)
+    if err.reason in ("schema_violation", "invalid_output"):
+        return ApiError(502, "invalid_output", f"the model's answer broke its schema ({err.message})"[:300],
+                        retryable=True)
     return ApiError(503, "unavailable", f"the answer could not be written ({err.reason}: {err.message})"[:300],
                     retryable=True)
 
@@ -123,9 +135,11 @@ class Answers:
         kept = [h for h in found.hits
                 if not dense_ran or floor <= 0 or (h.dense_score is not None and h.dense_score >= floor)]
         with TRACER.start_as_current_span("gateway.answer.pack") as span:
-            passages, duplicates = packing.pack(
-                [packing.Hit(h.id, h.text, h.score, h.dense_score, h.payload) for h in kept], rewrite.query,
-                self.settings.answer_context_chars)
+            # Off the event loop: up to top_k documents of 20,000 characters are read here (linear, but
+            # milliseconds of pure Python the other requests must not wait behind).
+            passages, duplicates = await asyncio.to_thread(
+                packing.pack, [packing.Hit(h.id, h.text, h.score, h.dense_score, h.payload) for h in kept],
+                rewrite.query, self.settings.answer_context_chars)
             span.set_attributes({"mesh.passages": len(passages), "mesh.below_floor": len(found.hits) - len(kept),
                                  "mesh.near_duplicates": duplicates})
         return Prepared(body, rewrite, found, passages,
@@ -185,7 +199,7 @@ class Answers:
             raise failed(err) from None
         return self.response(p, call.value, call)
 
-    async def events(self, p: Prepared, deadline: Deadline) -> AsyncIterator[bytes]:
+    async def events(self, p: Prepared, deadline: Deadline) -> AsyncGenerator[bytes, None]:
         """``passages`` at once, ``delta`` as the answer's text is generated, then ``done`` or ``error``."""
         yield sse("passages", {"query": p.rewrite.query, "rewrite": p.rewrite.model_dump(),
                                "search_mode": p.found.mode, "degraded": p.found.degraded,
@@ -194,15 +208,20 @@ class Answers:
         if not p.passages:
             yield sse("done", self.response(p, None, None).model_dump())
             return
+        call: StructuredStream | None = None
         try:
             call = await self._open(p, deadline, buffered=False)
             text = AnswerText()
-            async for piece in call.deltas():
-                new = text.feed(piece)
-                if new:
-                    yield sse("delta", {"text": new})
+            async with aclosing(call.deltas()) as deltas:  # closed with this generator, not when collected
+                async for piece in deltas:
+                    new = text.feed(piece)
+                    if new:
+                        yield sse("delta", {"text": new})
         except StructuredFailed as err:
             ANSWERS.labels("failed").inc()
             yield error_event(failed(err))
             return
+        finally:
+            if call is not None:  # a client that left mid-answer frees its ring slot now
+                await call.release()
         yield sse("done", self.response(p, call.value, call).model_dump())

@@ -91,6 +91,7 @@ DESCRIPTIONS = {
     404: "unknown collection, job or model", 409: "conflict or failed precondition",
     413: "request body too large", 422: "request body does not match the schema",
     429: "overloaded; retry after `error.retry_after_s`", 499: "client closed the request",
+    502: "the model's output broke the schema it was held to, after one regeneration (`invalid_output`)",
     503: "a required service is unavailable", 504: "the request deadline passed"}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
 from clients.errors import MeshClientError
 from clients.reasoning import Item, Options, Reason, Reasons, Usage
@@ -71,7 +71,7 @@ class Recommendations:
         return out
 
     async def recommend_events(self, body: api.RecommendRequest, found: SearchResponse,
-                               deadline: Deadline) -> AsyncIterator[bytes]:
+                               deadline: Deadline) -> AsyncGenerator[bytes, None]:
         """``cards`` at once, one ``reason`` per card as it is known, ``reasons`` (all), ``done``; or ``error``."""
         yield sse("cards", {"cards": [c.model_dump() for c in card_list(found, {})], "search_mode": found.mode,
                             "degraded": found.degraded,

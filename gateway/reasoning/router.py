@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,6 +22,16 @@ ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504, described=False)
 SSE_DOC: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                  "description": "Server-sent events; the last event is `done` or `error`."}}
 SSE_HEADERS = {"Cache-Control": "no-cache"}
+
+
+def sse_response(events: AsyncGenerator[bytes, None], headers: dict[str, str] | None = None) -> StreamingResponse:
+    """Server-sent ``events`` whose generator is closed once the response ends.
+
+    Also when the client left mid-stream: its ``finally`` blocks (ring slots, RPCs) run then, not
+    whenever it is garbage-collected.
+    """
+    return StreamingResponse(events, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})},
+                             background=BackgroundTask(events.aclose))
 
 
 def _recommendations(request: Request) -> Recommendations:
@@ -64,8 +75,7 @@ async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Dea
     """
     recommendations = _recommendations(request)
     found = await recommendations.cards(body, dl)  # errors before the stream starts are plain HTTP errors
-    return StreamingResponse(recommendations.recommend_events(body, found, dl), media_type="text/event-stream",
-                             headers=SSE_HEADERS)
+    return sse_response(recommendations.recommend_events(body, found, dl))
 
 
 @router.post("/v1/chat", responses={**ERRORS, **SSE_DOC})

@@ -29,7 +29,7 @@ class ModelRoutes:
 
     def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings) -> None:
         self.default = settings.default_model_route
-        self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings),
+        self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings, name),
                                         spec.model)
                        for name, spec in settings.route_specs().items()}
 

@@ -7,6 +7,7 @@ searched alone and the response says why (``expansion.status: failed``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from prometheus_client import Counter
@@ -36,10 +37,13 @@ def schema(k: int) -> dict:
 class QueryExpander:
     """Derived queries on a model route, within their own deadline."""
 
-    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float) -> None:
+    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float, max_inflight: int = 0) -> None:
         self.routes = routes
         self.route = route
         self.timeout_s = timeout_s
+        # Derived queries are LLM calls: capped like the other LLM groups (--max-inflight-llm), not by the
+        # search cap they arrive under. Over the cap the search never waits: the query runs alone.
+        self.slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
 
     async def derive(self, query: str, choice: api.ExpandChoice,
                      deadline: Deadline) -> tuple[list[str], api.Expansion]:
@@ -56,9 +60,16 @@ class QueryExpander:
             return api.Expansion(status=status, reason=reason, derived=derived,
                                  ms=round((time.perf_counter() - start) * 1e3, 1))
 
+        if self.slots is not None and self.slots.locked():
+            return [], outcome("failed", 0, "overloaded")
         try:
-            value, _ = await structured(route, messages, schema(want), "derived_queries", key=query, total_s=total,
-                                        max_tokens=48 * want)
+            if self.slots is None:
+                value, _ = await structured(route, messages, schema(want), "derived_queries", key=query,
+                                            total_s=total, max_tokens=48 * want)
+            else:
+                async with self.slots:
+                    value, _ = await structured(route, messages, schema(want), "derived_queries", key=query,
+                                                total_s=total, max_tokens=48 * want)
         except StructuredFailed as err:
             return [], outcome("failed", 0, err.reason)
         seen = {api.query_key(query)}

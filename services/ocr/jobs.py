@@ -5,12 +5,12 @@ from :class:`~services.runtime.jobs.redis.RedisJobs` under the namespace ``ocr``
 is OCR's: validating uploads, bounding what they may take in Redis (``--max-store-bytes``), reading
 pages a window at a time, and the per-page results, so a resumed job skips pages already read.
 
-Keys (prefix ``jobs:ocr``; the store's module lists the rest; each expires ``--job-ttl-s`` after the
+Keys (prefix ``jobs:{ocr}``; the store's module lists the rest; each expires ``--job-ttl-s`` after the
 job's last change):
-- ``jobs:ocr:job:{id}``: the shared job record (JSON: state, progress, errors, timestamps; ``meta``
+- ``jobs:{ocr}:job:{id}``: the shared job record (JSON: state, progress, errors, timestamps; ``meta``
   holds the options and the submitter's trace context);
-- ``jobs:ocr:job:{id}:input``: the uploads, in order, length-prefixed in one value;
-- ``jobs:ocr:job:{id}:pages`` hash: page index -> JSON result.
+- ``jobs:{ocr}:job:{id}:input``: the uploads, in order, length-prefixed in one value;
+- ``jobs:{ocr}:job:{id}:pages`` hash: page index -> JSON result.
 """
 
 from __future__ import annotations

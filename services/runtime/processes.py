@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -235,8 +235,12 @@ def interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGINT, interrupt)
 
 
-def start_redis(folder: Path, port: int = 0, timeout_s: float = 10.0) -> tuple[subprocess.Popen[bytes], str]:
-    """A redis-server on loopback (a free port when ``port`` is 0), no persistence; returns it and its URL."""
+def start_redis(folder: Path, port: int = 0, timeout_s: float = 10.0,
+                extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server on loopback (a free port when ``port`` is 0), no persistence; returns it and its URL.
+
+    ``extra_args``: more of redis-server's options (e.g. ``--cluster-enabled yes``).
+    """
     import shutil
 
     if shutil.which("redis-server") is None:
@@ -248,7 +252,7 @@ def start_redis(folder: Path, port: int = 0, timeout_s: float = 10.0) -> tuple[s
     require_free_port(port, "redis")
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(folder)],
+                             "--appendonly", "no", "--dir", str(folder), *extra_args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     try:

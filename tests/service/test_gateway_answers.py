@@ -10,6 +10,7 @@ wording must not decide. The real model answers in tests/service/test_answers_ll
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 
@@ -18,7 +19,7 @@ import pytest_asyncio
 
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
-from support import free_port, job_finished
+from support import eventually_async, free_port, job_finished
 from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
 
@@ -52,11 +53,14 @@ async def catalog(embedding_service, retrieval_port):
 
 
 @asynccontextmanager
-async def answering(catalog, script: list[dict], embedding: int | None = None, **settings):
-    """The gateway (ASGI) over the catalog and a reasoning service whose LLM follows ``script``; and the stand-in."""
+async def answering(catalog, script: list[dict], embedding: int | None = None, reasoning: dict | None = None,
+                    **settings):
+    """The gateway (ASGI) over the catalog and a reasoning service (``reasoning``: its settings) whose LLM
+    follows ``script``; and the stand-in."""
     standin = ChatStandIn(script)
     try:
-        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True,
+                                     **(reasoning or {})) as svc:
             app = gateway_app(embedding or catalog[0], catalog[1], reasoning_targets=f"127.0.0.1:{svc.port}",
                               **settings)
             async with asgi_client(app) as http:
@@ -153,6 +157,38 @@ async def test_the_llm_down_is_a_503_and_an_error_event(catalog):
     assert events[0][0] == "passages" and events[-1][0] == "error"
 
 
+async def _held(http, standin, path: str, body: dict) -> asyncio.Task:
+    """A request started in the background, returned once the stand-in LLM has it (so it holds its slots)."""
+    task = asyncio.create_task(http.post(path, json=body))
+    await eventually_async(lambda: len(standin.requests), lambda n: n >= 1, timeout_s=20, what="the LLM called")
+    return task
+
+
+async def test_answers_over_the_llm_cap_are_429_with_retry_after(catalog):
+    slow = {**answer_json(True, "15일입니다 [1].", [1]), "first_delay_s": 1.5}
+    async with answering(catalog, [slow], max_inflight_llm=1, shed_wait_s=0.1) as (http, standin):
+        first = await _held(http, standin, "/v1/answers", {"collection": "policies", "question": "연차 휴가 일수"})
+        r = await http.post("/v1/answers", json={"collection": "policies", "question": "출장비 청구 기한"})
+        assert r.status_code == 429 and r.headers["Retry-After"] == "1", r.text
+        assert r.json()["error"]["code"] == "overloaded"
+        assert (await first).status_code == 200  # the one in flight is untouched
+        assert len(standin.requests) == 1
+
+
+async def test_an_overloaded_reasoning_service_is_429_and_an_answer_broken_twice_is_502(catalog):
+    slow = {**answer_json(True, "15일입니다 [1].", [1]), "first_delay_s": 1.5}
+    async with answering(catalog, [slow], reasoning={"max_concurrent_calls": 1}) as (http, standin):
+        first = await _held(http, standin, "/v1/answers", {"collection": "policies", "question": "연차 휴가 일수"})
+        r = await http.post("/v1/answers", json={"collection": "policies", "question": "출장비 청구 기한"})
+        assert r.status_code == 429 and "Retry-After" in r.headers, r.text  # RESOURCE_EXHAUSTED, as elsewhere
+        assert (await first).status_code == 200
+    broken = {"chunks": [json.dumps({"answerable": "네", "answer": 3, "citations": "1"}, ensure_ascii=False)]}
+    async with answering(catalog, [broken, broken]) as (http, standin):
+        r = await http.post("/v1/answers", json={"collection": "policies", "question": "연차 휴가 일수"})
+        assert r.status_code == 502 and r.json()["error"]["code"] == "invalid_output", r.text
+        assert len(standin.requests) == 2  # regenerated once, then refused: never returned as an answer
+
+
 async def test_embedding_down_answers_from_a_keyword_search_marked_degraded(catalog):
     async with answering(catalog, [answer_json(True, "15일입니다 [1].", [1])], embedding=free_port()) as (http, _):
         r = await http.post("/v1/answers", json={"collection": "policies", "question": "연차 휴가 일수",
@@ -210,6 +246,19 @@ async def test_a_failed_expansion_searches_the_query_alone_marked(catalog):
     assert [q["query"] for q in out["queries"]] == ["반품 기한"] and out["hits"][0]["id"] == "ship"
     assert rec.status_code == 200 and rec.json()["expansion"]["status"] == "failed"
     assert rec.json()["cards"][0]["id"] == "ship" and rec.json()["queries"] == ["반품 기한"]
+
+
+async def test_derived_queries_over_the_llm_cap_are_skipped_and_the_query_searched_at_once(catalog):
+    slow = {"chunks": [json.dumps({"queries": ["남은 휴가 넘기기"]}, ensure_ascii=False)], "first_delay_s": 0.6}
+    async with answering(catalog, [slow], max_inflight_llm=1) as (http, standin):
+        first = await _held(http, standin, "/v1/search", {"collection": "policies", "query": "연차 이월",
+                                                            "expand": {"n": 2}})
+        r = await http.post("/v1/search", json={"collection": "policies", "query": "반품 기한", "expand": {"n": 2}})
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["expansion"]["status"] == "failed" and out["expansion"]["reason"] == "overloaded"
+        assert out["hits"][0]["id"] == "ship" and len(standin.requests) == 1  # no second LLM call
+        assert (await first).status_code == 200
 
 
 async def test_recommendations_reason_once_over_the_merged_hits_of_derived_queries(catalog):

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from services.runtime.jobs import JobContext, JobNotFound, JobRecord
+from services.runtime.jobs import JobContext, JobNotFound, JobRecord, JobStoreUnavailable
 from support.jobs import GatedHandler, ObservedRedisJobs
 from support.waiting import eventually_async
 
@@ -253,3 +253,81 @@ async def test_an_orphan_check_is_one_command_however_many_keys_redis_holds(redi
         await a.close()
         await b.close()
         await other.aclose()
+
+
+async def test_a_job_interrupted_by_a_redis_pause_is_requeued_and_completes_exactly_once(redis_url):
+    """Redis stalls past the socket timeout mid-job (CLIENT PAUSE): the instance keeps beating, so its lease
+    never lapses; the interrupted job must go back to the queue once Redis answers, not stay "running"."""
+    import redis.asyncio as aioredis
+
+    ns = f"test-{uuid.uuid4().hex[:8]}"
+    handlers = [GatedHandler(3, pause_at=1), GatedHandler(3), GatedHandler(3)]
+    # A lease far longer than the test: only the hand-back can get the job going again.
+    stores = [ObservedRedisJobs({"ingest": h}, redis_url, ns, lease_s=120.0, timeout_s=0.3) for h in handlers]
+    admin = aioredis.from_url(redis_url)
+    try:
+        record = await paused_on(stores[0], handlers[0])
+        for store in stores[1:]:
+            await store.start()
+        await admin.execute_command("CLIENT", "PAUSE", "1500", "ALL")  # every client's next command waits 1.5 s
+        handlers[0].gate.set()  # the runner's next progress save times out: the attempt stops
+
+        async def seen() -> JobRecord | None:
+            try:
+                return await stores[1].get(record.id)
+            except JobStoreUnavailable:  # still paused
+                return None
+
+        final = await eventually_async(seen, lambda r: r is not None and r.state == "succeeded",
+                                       timeout_s=20, every_s=0.2, what="the interrupted job succeeded")
+        assert final is not None
+        assert final.done == 3 and final.attempts == 2, final
+        done_items = sorted(set(handlers[0].processed + handlers[1].processed + handlers[2].processed))
+        assert done_items == [0, 1, 2]  # resumed from its recorded point: nothing skipped
+        completions = sum((s.completions for s in stores), start=Counter())
+        assert completions[record.id] == 1, completions
+        for store in stores:
+            assert await store.redis.llen(store.running) == 0  # nobody holds it any more
+    finally:
+        for store in stores:
+            await store.close()
+        await admin.aclose()
+
+
+async def test_strays_in_an_instances_running_list_go_back_to_the_queue_held_ones_stay(redis_url):
+    """A BLMOVE whose answer was lost leaves a job in the list with no worker on it: handed back after a
+    failed take; a job a worker of the instance runs is left alone."""
+    a, _b = pair(redis_url, GatedHandler(1), GatedHandler(1))
+    try:
+        stray, held = uuid.uuid4().hex, uuid.uuid4().hex
+        await a.redis.rpush(a.running, stray, held)
+        a._held.add(held)
+        assert await a._requeue(None) == 1
+        assert [x.decode() for x in await a.redis.lrange(a.queue, 0, -1)] == [stray]
+        assert [x.decode() for x in await a.redis.lrange(a.running, 0, -1)] == [held]
+    finally:
+        await a.close()
+        await _b.close()
+
+
+async def test_the_job_store_runs_on_a_three_node_redis_cluster(tmp_path):
+    """Every key of a namespace hashes to one slot and every script declares its keys: submit, cancel,
+    run, parts, a lapsed instance's job resumed by another, all on a real 3-node cluster."""
+    from support.redis_server import RedisClusterServers
+
+    with RedisClusterServers(tmp_path / "cluster") as cluster:
+        ns = f"test-{uuid.uuid4().hex[:8]}"
+        first, second = GatedHandler(3, pause_at=1), GatedHandler(3)
+        a = ObservedRedisJobs({"ingest": first}, cluster.url, ns, lease_s=0.6, cluster=True)
+        b = ObservedRedisJobs({"ingest": second}, cluster.url, ns, lease_s=0.6, cluster=True)
+        try:
+            other = await a.submit("ingest", "books", b"cancel me")
+            assert (await b.cancel(other.id)).state == "failed"
+            record = await paused_on(a, first, total=3)
+            await b.start()
+            await _die(a)  # a's lease lapses; b's beat finds it and requeues a's job on the cluster
+            done = await b.finished(record.id)
+            assert done.state == "succeeded" and done.attempts == 2 and second.processed == [1, 2]
+            assert (await b.get(other.id)).errors == ["cancelled before it started"]
+        finally:
+            await b.close()

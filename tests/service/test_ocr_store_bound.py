@@ -41,7 +41,7 @@ async def test_uploads_beyond_the_store_limit_are_refused_with_retry(redis_url):
         with pytest.raises(Overloaded) as refused:
             await service.jobs.submit([noise_png(LIMIT)], ExtractOptions())
         assert refused.value.retry_after_s > 0 and "--max-store-bytes" in refused.value.message
-        assert await r.llen("jobs:ocr:queue") == 1  # the refused job left nothing behind
+        assert await r.llen("jobs:{ocr}:queue") == 1  # the refused job left nothing behind
     finally:
         await service.close()
         await r.flushdb()

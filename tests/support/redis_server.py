@@ -49,3 +49,62 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisClusterServers:
+    """A real 3-node Redis Cluster on loopback (masters only, the 16384 slots split between them).
+
+    Each node is a redis-server with ``--cluster-enabled yes`` and its bus on a port of its own; the
+    cluster is formed with ``redis-cli --cluster create`` and is ready when every node says
+    ``cluster_state:ok``. A context manager; ``url`` is one node (the cluster client finds the rest).
+    """
+
+    def __init__(self, folder: Path, nodes: int = 3) -> None:
+        self.folder = folder
+        self.nodes = nodes
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: list[int] = []
+
+    @property
+    def url(self) -> str:  # noqa: D102
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def __enter__(self) -> RedisClusterServers:
+        import shutil
+        import time
+
+        if shutil.which("redis-cli") is None:
+            raise AssertionError("redis-cli missing: run scripts/setup.sh (it installs redis-server with it)")
+        try:
+            for i in range(self.nodes):
+                bus = _free_port()
+                proc, url = start_redis(self.folder / f"node{i}", 0, extra_args=(
+                    "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{i}.conf",
+                    "--cluster-port", str(bus), "--cluster-node-timeout", "2000"))
+                self.procs.append(proc)
+                self.ports.append(int(url.rsplit(":", 1)[1].split("/")[0]))
+            subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                            "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=30)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                states = [subprocess.run(["redis-cli", "-p", str(p), "cluster", "info"], capture_output=True,
+                                         text=True, timeout=5).stdout for p in self.ports]
+                if all("cluster_state:ok" in s for s in states):
+                    return self
+                time.sleep(0.2)
+            raise AssertionError(f"the Redis Cluster on {self.ports} did not reach cluster_state:ok")
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            stop_process(proc, 5.0)

@@ -65,6 +65,7 @@ class Jobs(ABC):
         self._stopping = asyncio.Event()
         self._monitor: StoreMonitor | None = None
         self._dependency = ""
+        self._held: set[str] = set()  # the jobs this instance's workers are running now
 
     # -- storage (per backend) -------------------------------------------------------------------
     @abstractmethod
@@ -79,6 +80,13 @@ class Jobs(ABC):
 
     @abstractmethod
     async def _release(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    async def _requeue(self, job_ids: list[str] | None) -> int:
+        """Put jobs this instance holds back at the head of the queue; how many moved.
+
+        ``None``: every one it holds that no worker of this instance runs (a take whose answer was lost).
+        """
 
     @abstractmethod
     async def _cancel(self, job_id: str) -> bool:
@@ -184,20 +192,42 @@ class Jobs(ABC):
         while not self._stopping.is_set():
             try:
                 job_id = await self._take()
-            except JobStoreUnavailable as err:
+            except JobStoreUnavailable as err:  # the move may have landed without its answer: hand back strays
                 log.debug("job queue unavailable: %s", err)
-                await self._store_back()
+                await self._give_back(None)
                 continue
             if job_id is None:
                 continue
+            self._held.add(job_id)
             try:
                 await self.run(job_id)
                 await self._release(job_id)
             except LeaseLost:  # another attempt holds it now: this one's work stops, nothing more is written
                 log.warning("job %s was taken over by a later attempt (this instance's lease lapsed)", job_id)
-            except JobStoreUnavailable as err:  # stays leased: requeued when the lease lapses
-                log.warning("job %s interrupted by the job store: %s", job_id, err)
-                await self._store_back()
+            except JobStoreUnavailable as err:
+                # The attempt stops here; this instance still beats, so its lease would never lapse and
+                # nobody else would ever take the job: it goes back to the queue as soon as the store
+                # answers, and the next attempt (here or elsewhere) resumes it from its recorded point.
+                log.warning("job %s interrupted by the job store, requeued once it is back: %s", job_id, err)
+                await self._give_back([job_id])
+            finally:
+                self._held.discard(job_id)
+
+    async def _give_back(self, job_ids: list[str] | None) -> None:
+        """Wait for the store, then requeue ``job_ids`` (``None``: strays, see :meth:`_requeue`).
+
+        Tried until it works or this instance stops (:meth:`close` then gives back everything it holds).
+        """
+        while not self._stopping.is_set():
+            await self._store_back()
+            try:
+                moved = await self._requeue(job_ids)
+            except JobStoreUnavailable as err:
+                log.debug("job store still unavailable: %s", err)
+                continue
+            if moved:
+                log.warning("requeued %d job(s) interrupted by the job store", moved)
+            return
 
     async def run(self, job_id: str) -> None:
         """Run one job to its end (succeeded, failed with its reason, or cancelled)."""

@@ -63,6 +63,13 @@ class MemoryJobs(Jobs):
             self._fences.pop(old, None)
             self._cancelled.discard(old)
 
+    async def _requeue(self, job_ids: list[str] | None) -> int:
+        # Nothing is lost between this process and its memory: only an explicit hand-back requeues.
+        for job_id in job_ids or []:
+            self._queued.add(job_id)
+            self._queue.put_nowait(job_id)
+        return len(job_ids or [])
+
     def _check_fence(self, job_id: str, fence: int | None) -> None:
         if fence is not None and self._fences.get(job_id, 0) != fence:
             raise LeaseLost(f"job {job_id}: attempt {fence} no longer holds it")

@@ -1,6 +1,6 @@
 """The Redis job store: the durable, shared :class:`~services.runtime.jobs.base.Jobs`.
 
-Keys, under a prefix (``jobs:{namespace}``: ``jobs:gateway``, ``jobs:ocr``), every per-job key expiring
+Keys, under a prefix (``jobs:{namespace}``: ``jobs:{gateway}``, ``jobs:{ocr}``), every per-job key expiring
 ``ttl_s`` after the job's last change:
 
 - ``{p}:job:{id}`` the record (JSON), ``{p}:job:{id}:input`` the work, ``{p}:job:{id}:{part}`` each
@@ -8,14 +8,21 @@ Keys, under a prefix (``jobs:{namespace}``: ``jobs:gateway``, ``jobs:ocr``), eve
 - ``{p}:queue`` the jobs waiting; ``{p}:running:{instance}`` the jobs one instance holds;
 - ``{p}:leases`` the index of instances and their lease deadlines (a sorted set, ms).
 
-Leases are per instance: a heartbeat every ``lease_s / 3`` moves the instance's deadline and, in the
-same script, takes the jobs of every instance whose deadline passed back to the queue. A cycle is
-one Redis command whatever else the database holds (no keyspace scan). Taking a job moves it to the
-instance's running list atomically (``BLMOVE``) and then opens a new attempt (``INCR`` of its fence);
-every write of the record or its parts is a script that checks the writer's fence first, so the
-writes of an attempt that lost its lease are refused (:class:`~services.runtime.jobs.base.LeaseLost`).
-"""
+The namespace is a hash tag, so every key of one namespace lives in one slot of a Redis Cluster, and
+every script names each key it touches in ``KEYS`` (as a cluster requires); ``cluster=True`` connects
+with the cluster client. The whole job system of a namespace is one slot: its load is a few commands
+per job, not per document.
 
+Leases are per instance: a heartbeat every ``lease_s / 3`` moves the instance's deadline and, in the
+same script, lists the instances whose deadline passed (one Redis command whatever else the database
+holds, no keyspace scan); the jobs of each lapsed instance are then moved back to the queue by a
+script naming that instance's running list. Taking a job moves it to the instance's running list
+atomically (``BLMOVE``) and then opens a new attempt (``INCR`` of its fence); every write of the
+record or its parts is a script that checks the writer's fence first, so the writes of an attempt
+that lost its lease are refused (:class:`~services.runtime.jobs.base.LeaseLost`). An attempt that the
+store itself interrupts (a call past its socket timeout, Redis restarting) hands its job back to the
+queue as soon as Redis answers again (the instance keeps its lease, so nobody else would take it).
+"""
 from __future__ import annotations
 
 import asyncio
@@ -55,17 +62,21 @@ _CANCEL = """
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[2])
 return redis.call('LREM', KEYS[2], 0, ARGV[1])
 """
-# KEYS: leases, queue. ARGV: prefix, this instance ("" to only reap), now ms, lease ms.
-# Renews this instance's lease and requeues the jobs of every lapsed instance; returns how many moved.
+# KEYS: leases. ARGV: this instance ("" to only look), now ms, lease ms.
+# Renews this instance's lease; returns the instances whose lease lapsed.
 _BEAT = """
-local now = tonumber(ARGV[3])
-if ARGV[2] ~= '' then redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[2]) end
+local now = tonumber(ARGV[2])
+if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) end
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+"""
+# KEYS: leases, queue, the lapsed instance's running list. ARGV: that instance, now ms.
+# Requeues its jobs if its lease is still lapsed (it may have beaten since the look); returns how many.
+_REAP = """
+local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if deadline and tonumber(deadline) >= tonumber(ARGV[2]) then return 0 end
 local moved = 0
-for _, owner in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)) do
-  local running = ARGV[1] .. ':running:' .. owner
-  while redis.call('LMOVE', running, KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 1 end
-  redis.call('ZREM', KEYS[1], owner)
-end
+while redis.call('LMOVE', KEYS[3], KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 1 end
+redis.call('ZREM', KEYS[1], ARGV[1])
 return moved
 """
 # KEYS: leases, queue, running. ARGV: this instance. Gives this instance's jobs back (at the queue's head).
@@ -75,23 +86,49 @@ while redis.call('LMOVE', KEYS[3], KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 
 redis.call('ZREM', KEYS[1], ARGV[1])
 return moved
 """
+# KEYS: running, queue. ARGV: job ids. Puts those this instance still holds back at the queue's head.
+_REQUEUE = """
+local moved = 0
+for i = 1, #ARGV do
+  if redis.call('LREM', KEYS[1], 0, ARGV[i]) > 0 then
+    redis.call('LPUSH', KEYS[2], ARGV[i])
+    moved = moved + 1
+  end
+end
+return moved
+"""
+# KEYS: record, input, queue. ARGV: json, payload, ttl, job id, max queued. 0 when the queue is full.
+_PUT = """
+if redis.call('LLEN', KEYS[3]) >= tonumber(ARGV[5]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
+redis.call('RPUSH', KEYS[3], ARGV[4])
+return 1
+"""
+# KEYS: running, input. ARGV: job id. A finished job leaves this instance's list; its input goes.
+_RELEASE = """
+redis.call('LREM', KEYS[1], 1, ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1
+"""
 
 
 class RedisJobs(Jobs):
     """Jobs in Redis, shared by every instance, leased per instance and fenced per attempt (module docstring)."""
 
     def __init__(self, handlers: dict[str, Handler], redis_url: str, namespace: str, *, lease_s: float = 15.0,
-                 timeout_s: float = 2.0, **kwargs: Any) -> None:
+                 timeout_s: float = 2.0, cluster: bool = False, **kwargs: Any) -> None:
         import redis.asyncio as aioredis
 
         super().__init__(handlers, **kwargs)
         self.durable = True
-        self.prefix = f"jobs:{namespace}"
+        self.prefix = f"jobs:{{{namespace}}}"  # a hash tag: one cluster slot per namespace
         self.lease_s = lease_s
         self.instance = uuid.uuid4().hex[:12]
-        self.redis = aioredis.from_url(redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        connect: Any = aioredis.RedisCluster.from_url if cluster else aioredis.from_url
+        self.redis = connect(redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         # Blocking pops get their own connection without a socket timeout shorter than the block.
-        self._blocking = aioredis.from_url(redis_url, socket_timeout=None, socket_connect_timeout=timeout_s)
+        self._blocking = connect(redis_url, socket_timeout=None, socket_connect_timeout=timeout_s)
         self.queue = f"{self.prefix}:queue"
         self.leases = f"{self.prefix}:leases"
         self.running = self.running_list(self.instance)
@@ -100,7 +137,11 @@ class RedisJobs(Jobs):
         self._claim_script = self.redis.register_script(_CLAIM)
         self._cancel_script = self.redis.register_script(_CANCEL)
         self._beat = self.redis.register_script(_BEAT)
+        self._reap = self.redis.register_script(_REAP)
         self._give_up = self.redis.register_script(_GIVE_UP)
+        self._requeue_script = self.redis.register_script(_REQUEUE)
+        self._put_script = self.redis.register_script(_PUT)
+        self._release_script = self.redis.register_script(_RELEASE)
         self._leased = asyncio.Event()  # set by the first beat that reached Redis
 
     def running_list(self, instance: str) -> str:
@@ -123,13 +164,10 @@ class RedisJobs(Jobs):
         await self.redis.ping()
 
     async def _put(self, record: JobRecord, payload: bytes) -> None:
-        if await self._redis(self.redis.llen(self.queue)) >= self.max_queued:
+        put = self._put_script(keys=[self._key(record.id), self._key(record.id, "input"), self.queue],
+                               args=[record.dumps(), payload, self.ttl_s, record.id, self.max_queued])
+        if not await self._redis(put):
             raise QueueFull(f"{self.max_queued} jobs already queued")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._key(record.id), record.dumps(), ex=self.ttl_s)
-            pipe.set(self._key(record.id, "input"), payload, ex=self.ttl_s)
-            pipe.rpush(self.queue, record.id)
-            await self._redis(pipe.execute())
 
     async def _take(self) -> str | None:
         if not self._leased.is_set():  # no job is taken before this instance's lease is in the index
@@ -148,10 +186,15 @@ class RedisJobs(Jobs):
                                                           args=[job_id, self.ttl_s])))
 
     async def _release(self, job_id: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.lrem(self.running, 1, job_id)
-            pipe.delete(self._key(job_id, "input"))
-            await self._redis(pipe.execute())
+        await self._redis(self._release_script(keys=[self.running, self._key(job_id, "input")], args=[job_id]))
+
+    async def _requeue(self, job_ids: list[str] | None) -> int:
+        if job_ids is None:  # strays: in this instance's list, run by none of its workers
+            held = await self._redis(self.redis.lrange(self.running, 0, -1))
+            job_ids = [j for j in (h.decode() if isinstance(h, bytes) else h for h in held) if j not in self._held]
+        if not job_ids:
+            return 0
+        return int(await self._redis(self._requeue_script(keys=[self.running, self.queue], args=job_ids)))
 
     async def get(self, job_id: str) -> JobRecord:  # noqa: D102
         self.check_id(job_id)
@@ -195,19 +238,29 @@ class RedisJobs(Jobs):
         await super().start()
 
     async def beat(self) -> int:
-        """Renew this instance's lease and requeue the jobs of lapsed instances (one command); returns how many."""
-        moved = int(await self._redis(self._beat(keys=[self.leases, self.queue],
-                                                 args=[self.prefix, self.instance, now_ms(),
-                                                       int(self.lease_s * 1000)])))
+        """Renew this instance's lease and requeue the jobs of lapsed instances; returns how many.
+
+        One command when no instance lapsed (the usual case), one more per lapsed instance.
+        """
+        lapsed = await self._redis(self._beat(keys=[self.leases], args=[self.instance, now_ms(),
+                                                                         int(self.lease_s * 1000)]))
         self._leased.set()
-        if moved:
-            log.warning("requeued %d %s job(s) of lapsed instances", moved, self.prefix)
-        return moved
+        return await self._reap_all(lapsed)
 
     async def requeue_orphans(self) -> int:
         """Requeue the jobs of instances whose lease lapsed, without renewing ours; returns how many."""
-        return int(await self._redis(self._beat(keys=[self.leases, self.queue],
-                                                args=[self.prefix, "", now_ms(), int(self.lease_s * 1000)])))
+        lapsed = await self._redis(self._beat(keys=[self.leases], args=["", now_ms(), int(self.lease_s * 1000)]))
+        return await self._reap_all(lapsed)
+
+    async def _reap_all(self, lapsed: list[Any]) -> int:
+        moved = 0
+        for raw in lapsed:
+            owner = raw.decode() if isinstance(raw, bytes) else str(raw)
+            moved += int(await self._redis(self._reap(keys=[self.leases, self.queue, self.running_list(owner)],
+                                                      args=[owner, now_ms()])))
+        if moved:
+            log.warning("requeued %d %s job(s) of lapsed instances", moved, self.prefix)
+        return moved
 
     async def _heartbeat(self) -> None:
         while not self._stopping.is_set():
