@@ -10,7 +10,8 @@ itself) and writes ONE figures table: ``<out>.md`` and ``<out>.json``, with the 
 2. gateway SIGTERM with slow calls in flight; 3. ingest during a reindex (acknowledged but lost);
 4. retrieval killed during a reindex; 5. the gateway killed mid-ingest, a second one on the same Redis;
 6. c=64 search overload; 7. the bad-input corpus over every REST route and gRPC method;
-8. the embedding process's RSS around a max-size request.
+8. the embedding process's RSS around a max-size request; 9. 200 clients leaving mid-stream (answers
+and chat completions), then every ring slot free and the next 100 requests served.
 
 ``--quick`` (the tier ``tests/system/test_fault_suite.py`` runs) does 3, a small 6 and 7. No
 parameter here is tuned on data; the targets are the issue's.
@@ -33,8 +34,12 @@ from bench.faults_mesh import FaultMesh
 from bench.report import command_line, write_result
 
 
-def run_suite(quick: bool, folder: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Start the mesh in ``folder``, run the scenarios of the tier, stop everything; the figures."""
+def run_suite(quick: bool, folder: Path, log: Callable[[str], None] = print,
+              only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Start the mesh in ``folder``, run the scenarios of the tier, stop everything; the figures.
+
+    ``only``: just the scenarios whose key starts with one of these.
+    """
     png = tiny_png()
     mesh = FaultMesh(folder)
     figures: dict[str, Any] = {"tier": "quick" if quick else "full", "scenarios": {}}
@@ -58,6 +63,9 @@ def run_suite(quick: bool, folder: Path, log: Callable[[str], None] = print) -> 
             for name in ("embedding", "retrieval", "redis", "ocr"):
                 for how in ("kill", "stop"):
                     plan.append((f"1_{how}_{name}", _fault(mesh, name, how, png)))
+            plan.append(("9_disconnect_storm", lambda: sc.disconnect_storm(mesh)))
+        if only:
+            plan = [(k, step) for k, step in plan if k.startswith(only)]
         for key, step in plan:
             t = time.perf_counter()
             try:
@@ -139,6 +147,13 @@ def table_rows(f: dict[str, Any]) -> list[list[str]]:
                      f"in {r['call_s']} s)", "warm / after / 5 s later MB (ratio 5 s later)",
                      f"{r['warm_mb']} / {r['after_mb']} / {r['after_5s_mb']} ({r['ratio_5s']}x)", "<= 1.5x warm",
                      _met(r["status"] == 200 and r["ratio_5s"] <= 1.5)])
+    if (r := s.get("9_disconnect_storm")) and "error" not in r:
+        rows.append([f"9. {r['clients']} clients leave mid-stream (/v1/answers:stream, /v1/chat/completions; "
+                     "a quarter before the first token)", "ring slots held after (freed after s); next "
+                     f"{r['after_requests']} chat completions 200",
+                     f"{r['slots_held_after']} ({r['slots_freed_after_s']} s); {r['after_ok']} ({r['after_statuses']})",
+                     f"0; {r['after_requests']}", _met(r["slots_held_after"] == 0
+                                                      and r["after_ok"] == r["after_requests"])])
     for key, r in s.items():
         if "error" in r and not key.startswith("1_"):
             rows.append([key, "ran", r["error"], "", "**no**"])
@@ -171,11 +186,15 @@ def main(argv: list[str] | None = None) -> None:
     """CLI."""
     parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the fast tier: scenarios 3, 6 (small) and 7")
+    parser.add_argument("--only", nargs="+", default=(), metavar="KEY",
+                        help="run only the scenarios whose key starts with one of these (e.g. 9_ for the "
+                             "disconnect storm); give another --out, the table holds only them")
     parser.add_argument("--out", type=Path, default=Path("bench/results/faults"),
                         help="results path without suffix (writes .md and .json)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
-        figures = run_suite(args.quick, Path(tmp), log=lambda m: print(m, file=sys.stderr, flush=True))
+        figures = run_suite(args.quick, Path(tmp), log=lambda m: print(m, file=sys.stderr, flush=True),
+                            only=tuple(args.only))
     write(figures, args.out if args.out.is_absolute() else ROOT / args.out, command_line("bench.faults", argv))
     print(md_table(["scenario", "measure", "result", "target", "met"], table_rows(figures)))
 

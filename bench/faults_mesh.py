@@ -34,9 +34,10 @@ class FaultMesh:
 
     SERVICES = ("redis", "embedding", "retrieval", "ocr", "reasoning", "gateway")
 
-    def __init__(self, folder: Path, *, job_lease_s: float = 1.5) -> None:
+    def __init__(self, folder: Path, *, job_lease_s: float = 1.5, gateway_extra: tuple[str, ...] = ()) -> None:
         self.folder = folder
         self.job_lease_s = job_lease_s
+        self.gateway_extra = gateway_extra
         self.ports = {name: free_port() for name in self.SERVICES}
         self.procs: dict[str, subprocess.Popen] = {}
         self.extra: list[subprocess.Popen] = []  # second gateways and the like
@@ -64,7 +65,7 @@ class FaultMesh:
         return ["--port", str(port), "--embedding-target", self.target("embedding"), "--retrieval-target",
                 self.target("retrieval"), "--ocr-target", self.target("ocr"), "--reasoning-targets",
                 self.target("reasoning"), "--redis-url", self.redis_url, "--job-lease-s", str(self.job_lease_s),
-                "--breaker-failures", "2", "--breaker-reset-s", "1"]
+                "--breaker-failures", "2", "--breaker-reset-s", "1", *self.gateway_extra]
 
     def _args(self, name: str) -> list[str]:
         port = str(self.ports[name])

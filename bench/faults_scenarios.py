@@ -343,3 +343,62 @@ def embedding_rss(mesh: FaultMesh) -> dict[str, Any]:
     return {"status": r.status_code, "chars_per_text": len(texts[0]), "texts": len(texts), "call_s": round(took, 2),
             "warm_mb": round(warm, 1), "after_mb": round(after, 1), "after_5s_mb": round(later, 1),
             "ratio_after": round(after / warm, 2), "ratio_5s": round(later / warm, 2)}
+
+
+# ---- 9: clients that leave mid-stream ---------------------------------------------------------
+STALLED_ANSWER = {"chunks": ['{"answerable": true, "answer": "무선 이어폰은', ' 출퇴근용입니다."',
+                             ', "citations": [1]}'], "first_delay_s": 0.5, "stall_after": 1}
+
+
+def _leave_mid_stream(base: str, i: int) -> str:
+    """One streamed answer, dropped after its first text; what the client saw last.
+
+    Every fourth is dropped after its passages only: before the first token.
+    """
+    if i % 2:
+        path, body = "/v1/chat/completions", {"model": "local", "stream": True,
+                                              "messages": [{"role": "user", "content": f"안녕하세요 {i}"}]}
+    else:
+        path, body = "/v1/answers:stream", {"collection": "shop", "question": f"{QUERIES[i % len(QUERIES)]} {i}",
+                                            "min_score": 0}
+    with httpx.Client(base_url=base, timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+        with http.stream("POST", path, json=body) as r:
+            if r.status_code != 200:
+                return f"status {r.status_code}"
+            event = ""
+            for line in r.iter_lines():
+                if line.startswith("event:"):
+                    event = line.removeprefix("event:").strip()
+                elif line.startswith("data:") and (event == "delta" or (event == "passages" and i % 4 == 0)
+                                                   or '"content": "' in line and '"content": ""' not in line):
+                    return event or "content"
+    return "ended"
+
+
+def _in_flight(base: str) -> float:
+    """The gateway's ring slots held now, over every route and instance."""
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("mesh_gateway_reasoning_in_flight{"))
+
+
+def disconnect_storm(mesh: FaultMesh, *, n: int = 200, after: int = 100, concurrency: int = 10) -> dict[str, Any]:
+    """``n`` clients leave mid-stream (answers and chat completions, the LLM slow), then ``after`` requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mesh.standin.script[:] = [STALLED_ANSWER]
+    try:
+        t = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            seen = Counter(pool.map(lambda i: _leave_mid_stream(mesh.base, i), range(n)))
+        storm_s = time.perf_counter() - t
+    finally:
+        mesh.standin.script[:] = [QUICK_CHAT]
+    freed_s = wait_until(lambda: _in_flight(mesh.base) == 0, timeout_s=30.0)
+    held = _in_flight(mesh.base)
+    load = run_load(mesh.base, after, concurrency, lambda i: (
+        "POST", "/v1/chat/completions", {"json": {"model": "local", "messages": [
+            {"role": "user", "content": f"질문 {i}"}]}}), timeout_s=30)
+    return {"clients": n, "left_after": dict(seen), "storm_s": round(storm_s, 1),
+            "slots_freed_after_s": None if freed_s is None else round(freed_s, 2), "slots_held_after": held,
+            "after_requests": after, "after_statuses": load.counts(), "after_ok": load.counts().get("200", 0)}

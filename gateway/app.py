@@ -8,6 +8,7 @@ docs) lives in ``gateway/http``; :mod:`gateway.wiring` builds the features from 
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -25,6 +26,7 @@ from gateway.http.auth import ApiKeys, RequireApiKey
 from gateway.http.deadline import TIMEOUT_HEADER
 from gateway.http.docs import install_docs
 from gateway.http.limits import BodyLimit
+from gateway.http.looplag import watch_loop
 from gateway.http.telemetry import RequestTelemetry
 from gateway.ocr.router import router as ocr_router
 from gateway.openai_api.router import router as openai_router
@@ -58,7 +60,10 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     async def lifespan(app: FastAPI):
         app.state.mesh = mesh or build_mesh(settings)
         await app.state.mesh.start()
+        lag = asyncio.create_task(watch_loop(settings.loop_lag_probe_ms / 1000)) if settings.loop_lag_probe_ms else None
         yield
+        if lag is not None:
+            lag.cancel()
         await app.state.mesh.close()
 
     app = FastAPI(title="Korean inference mesh gateway", version=VERSION, lifespan=lifespan, description=DESCRIPTION,

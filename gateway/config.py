@@ -116,6 +116,8 @@ class GatewaySettings(BaseSettings):
                                                        "/v1/chat/completions; /v1/summaries; /v1/answers); more "
                                                        "wait --shed-wait-s, then 429; derived queries (expand) "
                                                        "over it are skipped at once; 0 = no cap")
+    loop_lag_probe_ms: float = Field(10.0, ge=0, le=1000, description="how often the event loop's lag is sampled "
+                                                                      "(mesh_gateway_event_loop_lag_seconds); 0 = off")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
     job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -33,5 +35,5 @@ async def readyz(request: Request):
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics():
-    """Prometheus metrics."""
-    return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus metrics (rendered off the event loop: every label set of every metric is read)."""
+    return PlainTextResponse((await asyncio.to_thread(generate_latest)).decode(), media_type=CONTENT_TYPE_LATEST)
