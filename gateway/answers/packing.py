@@ -16,7 +16,6 @@ from typing import Any
 SENTENCE_END = re.compile(r"[.!?。！？]+(?=\s)|\n+")
 NEAR_DUPLICATE = 0.85  # Jaccard of character trigrams above which a passage repeats one already kept
 DEDUP_CHARS = 2000  # how much of each hit the near-duplicate test reads (copies share their openings)
-MARKER = re.compile(r"\[(\d{1,3})\]")
 
 
 @dataclass(frozen=True)
@@ -159,41 +158,3 @@ def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
         kept.append(Passage(len(kept) + 1, h.doc_id, s, e, h.text[s:e], h.score, h.dense_score, h.payload))
         left -= e - s
     return kept, dropped
-
-
-def context(passages: list[Passage]) -> str:
-    """The numbered passages as the prompt shows them (a ``title`` payload field heads its passage)."""
-    lines = []
-    for p in passages:
-        title = p.payload.get("title")
-        head = f"[{p.n}] ({title}) " if isinstance(title, str) and title else f"[{p.n}] "
-        lines.append(head + " ".join(p.text.split()))
-    return "\n".join(lines)
-
-
-def checked_citations(answer: str, cited: list[Any], count: int) -> tuple[str, list[int], int]:
-    """The answer without markers that name no passage, the valid cited numbers, and how many were removed.
-
-    Citations come from the model's list and from ``[n]`` markers in its text; a number outside 1..``count``
-    (or not a number) is removed and counted once per mention.
-    """
-    removed = 0
-    valid: list[int] = []
-
-    def take(n: Any) -> bool:
-        nonlocal removed
-        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= count:
-            if n not in valid:
-                valid.append(n)
-            return True
-        removed += 1
-        return False
-
-    for n in cited:
-        take(n)
-
-    def marker(m: re.Match[str]) -> str:
-        return m.group(0) if take(int(m.group(1))) else ""
-
-    text = MARKER.sub(marker, answer)
-    return " ".join(text.split(" ")).strip(), valid, removed

@@ -50,9 +50,11 @@ class AnswerPassage(BaseModel):
 
 
 class Citation(BaseModel):
-    """A passage the answer cites."""
+    """A sentence the answer rests on, checked by code to hold it: ``[start, end)`` in the document's text."""
 
-    n: int
+    n: int = Field(description="the passage it is in")
+    sentence: int | None = Field(None, description="its number in the prompt (sentences are numbered across "
+                                                   "passages)")
     id: str
     start: int
     end: int
@@ -76,21 +78,35 @@ class AnswerTimings(BaseModel):
     search_ms: float
     llm_ttft_ms: float | None
     total_ms: float
+    check_ms: float | None = Field(None, description="the support checks of a proposed answer")
+
+
+class AnswerSupport(BaseModel):
+    """What the code found checking the model's answer against the sentences it named."""
+
+    check: Literal["supported", "no_evidence", "number_not_in_evidence", "answer_not_in_evidence",
+                   "question_not_covered"]
+    answer_terms: float = Field(description="share of the answer's content terms found in its evidence")
+    question_terms: float = Field(description="share of the question's content terms the evidence covers")
+    numbers_missing: list[str] = Field(description="numbers of the answer its evidence does not hold")
 
 
 class AnswerResponse(BaseModel):
     """The answer and what it rests on.
 
     ``answerable`` is false, with ``answer`` empty, when no document clears the floor
-    (``reason: no_passages``) or the model says the passages do not hold the answer
-    (``not_in_passages``); the mesh never answers from the model's memory instead.
+    (``reason: no_passages``), the model says the passages do not hold the answer
+    (``not_in_passages``), or the sentences it names do not hold its answer or do not cover the
+    question (``unsupported``, see ``support``); the mesh never answers from the model's memory instead.
     """
 
     answerable: bool
     answer: str
-    reason: Literal["answered", "no_passages", "not_in_passages"]
+    reason: Literal["answered", "no_passages", "not_in_passages", "unsupported"]
     citations: list[Citation]
-    citations_removed: int = Field(description="citations that named no passage, removed")
+    citations_removed: int = Field(description="evidence numbers that named no sentence, removed")
+    support: AnswerSupport | None = Field(None, description="the checks of a proposed answer (null when the "
+                                                            "model proposed none)")
     passages: list[AnswerPassage]
     dropped: dict[str, int] = Field(description="documents not used: `below_floor`, `near_duplicate`")
     rewrite: Rewrite

@@ -22,11 +22,12 @@ def _answers(request: Request) -> Answers:
 
 @router.post("/v1/answers", response_model=api.AnswerResponse, responses=ERRORS)
 async def answer(body: api.AnswerRequest, request: Request, dl: Deadline = deadline.LLM):
-    """A question answered from the collection's documents only, each citation mapped to its passage.
+    """A question answered from the collection's documents only, each citation a sentence that holds it.
 
     With `history`, the question is first rewritten into a standalone one (`rewrite`; on failure the
     turn is searched as written, `rewrite.status: failed`). `answerable: false` (and an empty
-    `answer`) when no document clears the similarity floor or the passages do not hold the answer.
+    `answer`) when no document clears the similarity floor, the passages do not hold the answer, or
+    the sentences the model named do not hold its answer or cover the question (`unsupported`).
     """
     out = await _answers(request).answer(body, dl)
     return JSONResponse(out.model_dump(), headers={"X-Mesh-Degraded": "1" if out.degraded else "0"})
@@ -38,8 +39,9 @@ async def answer_stream(body: api.AnswerRequest, request: Request, dl: Deadline 
 
     1. `passages`: `{"query", "rewrite", "search_mode", "degraded", "passages": [{"n", "id", "start",
        "end", "text"}]}` once the search is done (before the LLM starts).
-    2. `delta`: `{"text"}`, the answer's text as it is generated (empty when not answerable).
-    3. `done`: the whole AnswerResponse, citations checked; or `error` (the ErrorBody shape).
+    2. `delta`: `{"text"}`, the whole answer, sent only once it passed the support checks (none when
+       not answerable: an unsupported answer is never shown).
+    3. `done`: the whole AnswerResponse, evidence checked; or `error` (the ErrorBody shape).
     """
     answers = _answers(request)
     prepared = await answers.prepare(body, dl)  # bad input and search errors are plain HTTP errors

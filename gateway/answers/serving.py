@@ -19,9 +19,8 @@ from opentelemetry import trace
 from prometheus_client import Counter
 
 from clients.reasoning import ChatMessage
-from gateway.answers import packing
+from gateway.answers import packing, support
 from gateway.answers import protocol as api
-from gateway.answers.decoder import AnswerText
 from gateway.config import GatewaySettings
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
@@ -35,18 +34,19 @@ from gateway.search.serving import Search
 TRACER = trace.get_tracer("gateway")
 ANSWERS = Counter("mesh_gateway_answers", "grounded answers by outcome", ["outcome"])
 CITATIONS_REMOVED = Counter("mesh_gateway_answer_citations_removed", "citations that named no passage, removed")
-for _outcome in ("answered", "no_passages", "not_in_passages", "failed"):
+for _outcome in ("answered", "no_passages", "not_in_passages", "unsupported", "failed"):
     ANSWERS.labels(_outcome)
 
 ANSWER_SYSTEM = (
-    "당신은 주어진 자료만 근거로 질문에 답하는 도우미입니다. 규칙:\n"
+    "당신은 주어진 자료만 근거로 질문에 답하는 도우미입니다. 자료의 문장마다 <번호>가 붙어 있습니다. 규칙:\n"
     "1. 자료에 있는 내용으로만 답하고, 자료에 없는 사실을 지어내지 마세요.\n"
-    "2. 자료에 질문의 답이 없으면 answerable을 false로, answer를 빈 문자열로 두세요.\n"
-    "3. 답의 근거가 된 자료의 번호를 citations에 넣으세요.\n"
-    "4. 답은 한국어로 1~3문장으로 짧게 쓰세요.")
-ANSWER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answerable", "answer", "citations"],
+    "2. 자료에 질문의 답이 없으면 answerable을 false로, answer를 빈 문자열로, evidence를 빈 목록으로 두세요.\n"
+    "3. 답의 근거가 된 문장의 번호를 evidence에 넣으세요(1~4개).\n"
+    "4. 답은 근거 문장의 낱말을 그대로 써서 한국어로 1~2문장으로 짧게 쓰세요.")
+ANSWER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answerable", "answer", "evidence"],
                  "properties": {"answerable": {"type": "boolean"}, "answer": {"type": "string"},
-                                "citations": {"type": "array", "maxItems": 5, "items": {"type": "integer"}}}}
+                                "evidence": {"type": "array", "maxItems": support.MAX_EVIDENCE,
+                                             "items": {"type": "integer"}}}}
 REWRITE_SYSTEM = ("대화의 마지막 질문을 앞의 대화를 보지 않아도 이해되는 하나의 질문으로 다시 쓰세요. 대화에 나온 "
                   "대상(회사, 제품, 정책, 책의 이름)을 질문에 넣고, 묻는 내용은 바꾸지 마세요.")
 REWRITE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["question"],
@@ -63,6 +63,7 @@ class Prepared:
     rewrite: api.Rewrite
     found: SearchResponse
     passages: list[packing.Passage]
+    sentences: list[support.Sentence]
     dropped: dict[str, int]
     search_ms: float
     start: float
@@ -142,13 +143,13 @@ class Answers:
                 rewrite.query, self.settings.answer_context_chars)
             span.set_attributes({"mesh.passages": len(passages), "mesh.below_floor": len(found.hits) - len(kept),
                                  "mesh.near_duplicates": duplicates})
-        return Prepared(body, rewrite, found, passages,
+        return Prepared(body, rewrite, found, passages, support.numbered(passages),
                         {"below_floor": len(found.hits) - len(kept), "near_duplicate": duplicates}, search_ms, start)
 
     def messages(self, p: Prepared) -> list[ChatMessage]:
         """The answer call's prompt: the rules, the numbered passages, the (standalone) question."""
         return [ChatMessage("system", ANSWER_SYSTEM),
-                ChatMessage("user", f"자료:\n{packing.context(p.passages)}\n\n질문: {p.rewrite.query}")]
+                ChatMessage("user", f"자료:\n{support.context(p.passages, p.sentences)}\n\n질문: {p.rewrite.query}")]
 
     async def _open(self, p: Prepared, deadline: Deadline, buffered: bool) -> StructuredStream:
         s = self.settings
@@ -158,32 +159,47 @@ class Answers:
                                      max_tokens=s.answer_max_tokens, buffered=buffered)
 
     def response(self, p: Prepared, value: object, call: StructuredStream | None) -> api.AnswerResponse:
-        """The checked answer (citations against the passages), or ``answerable: false`` with its reason."""
-        answer, removed, answerable = "", 0, False
-        cited: list[int] = []
-        if isinstance(value, dict):
-            answerable = value.get("answerable") is True and bool(str(value.get("answer", "")).strip())
-            if answerable:
-                answer, cited, removed = packing.checked_citations(
-                    str(value["answer"]), list(value.get("citations") or []), len(p.passages))
-        reason = "answered" if answerable else ("no_passages" if not p.passages else "not_in_passages")
+        """The checked answer, or ``answerable: false`` with its reason (the model proposes, code checks).
+
+        An answer the model calls answerable is kept only when :func:`support.check` finds it in the
+        sentences it names and those sentences cover the question (else ``reason: unsupported``).
+        """
+        answer, answerable, verdict, check_ms = "", False, None, None
+        if isinstance(value, dict) and value.get("answerable") is True and str(value.get("answer", "")).strip():
+            proposed = support.clean(str(value["answer"]))
+            t = time.perf_counter()
+            verdict = support.check(proposed, list(value.get("evidence") or []), p.sentences, p.rewrite.query)
+            check_ms = round((time.perf_counter() - t) * 1e3, 3)
+            answerable = verdict.supported
+            answer = proposed if answerable else ""
+        if answerable:
+            reason = "answered"
+        elif verdict is not None:
+            reason = "unsupported"
+        else:
+            reason = "no_passages" if not p.passages else "not_in_passages"
         ANSWERS.labels(reason).inc()
+        removed = verdict.removed if verdict is not None else 0
         if removed:
             CITATIONS_REMOVED.inc(removed)
         by_n = {q.n: q for q in p.passages}
+        cited = verdict.evidence if verdict is not None and answerable else []
         usage = usage_of(call.usage) if call is not None and call.usage is not None else None
         note(collection=p.body.collection, answerable=answerable, passages=len(p.passages), citations=len(cited),
-             citations_removed=removed, rewrite=p.rewrite.status, degraded=p.found.degraded)
+             citations_removed=removed, rewrite=p.rewrite.status, degraded=p.found.degraded, answer_reason=reason)
         return api.AnswerResponse(
             answerable=answerable, answer=answer, reason=reason, citations_removed=removed,
-            citations=[api.Citation(n=n, id=by_n[n].doc_id, start=by_n[n].start, end=by_n[n].end, text=by_n[n].text,
-                                    payload=by_n[n].payload) for n in cited],
+            citations=[api.Citation(n=c.passage, sentence=c.k, id=c.doc_id, start=c.start, end=c.end, text=c.text,
+                                    payload=by_n[c.passage].payload) for c in cited],
+            support=None if verdict is None else api.AnswerSupport(
+                check=verdict.reason or "supported", answer_terms=verdict.answer_terms,
+                question_terms=verdict.question_terms, numbers_missing=verdict.missing_numbers),
             passages=[api.AnswerPassage(n=q.n, id=q.doc_id, start=q.start, end=q.end, text=q.text, score=q.score,
                                         dense_score=q.dense_score, payload=q.payload) for q in p.passages],
             dropped=p.dropped, rewrite=p.rewrite, search_mode=p.found.mode, degraded=p.found.degraded, usage=usage,
             timings=api.AnswerTimings(rewrite_ms=p.rewrite.ms, search_ms=round(p.search_ms, 3),
                                       llm_ttft_ms=usage.ttft_ms if usage else None,
-                                      total_ms=round((time.perf_counter() - p.start) * 1e3, 3)))
+                                      total_ms=round((time.perf_counter() - p.start) * 1e3, 3), check_ms=check_ms))
 
     async def answer(self, body: api.AnswerRequest, deadline: Deadline) -> api.AnswerResponse:
         """The whole answer (an answer breaking its schema is regenerated once by the service)."""
@@ -200,7 +216,11 @@ class Answers:
         return self.response(p, call.value, call)
 
     async def events(self, p: Prepared, deadline: Deadline) -> AsyncGenerator[bytes, None]:
-        """``passages`` at once, ``delta`` as the answer's text is generated, then ``done`` or ``error``."""
+        """``passages`` at once; once the answer is written and checked, its text as one ``delta``; ``done``.
+
+        Nothing is streamed as the answer before it passed the checks: an unsupported answer is never
+        shown, only ``done`` with ``answerable: false``. Or ``error``.
+        """
         yield sse("passages", {"query": p.rewrite.query, "rewrite": p.rewrite.model_dump(),
                                "search_mode": p.found.mode, "degraded": p.found.degraded,
                                "passages": [{"n": q.n, "id": q.doc_id, "start": q.start, "end": q.end, "text": q.text}
@@ -210,13 +230,10 @@ class Answers:
             return
         call: StructuredStream | None = None
         try:
-            call = await self._open(p, deadline, buffered=False)
-            text = AnswerText()
+            call = await self._open(p, deadline, buffered=True)
             async with aclosing(call.deltas()) as deltas:  # closed with this generator, not when collected
-                async for piece in deltas:
-                    new = text.feed(piece)
-                    if new:
-                        yield sse("delta", {"text": new})
+                async for _ in deltas:
+                    pass
         except StructuredFailed as err:
             ANSWERS.labels("failed").inc()
             yield error_event(failed(err))
@@ -224,4 +241,7 @@ class Answers:
         finally:
             if call is not None:  # a client that left mid-answer frees its ring slot now
                 await call.release()
-        yield sse("done", self.response(p, call.value, call).model_dump())
+        out = self.response(p, call.value, call)
+        if out.answerable:
+            yield sse("delta", {"text": out.answer})
+        yield sse("done", out.model_dump())

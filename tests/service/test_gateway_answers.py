@@ -35,9 +35,9 @@ DOCS = [
 ]
 
 
-def answer_json(answerable: bool, answer: str, citations: list) -> dict:
+def answer_json(answerable: bool, answer: str, evidence: list) -> dict:
     """A scripted answer as the stand-in streams it (in a few pieces, as a backend would)."""
-    text = json.dumps({"answerable": answerable, "answer": answer, "citations": citations}, ensure_ascii=False)
+    text = json.dumps({"answerable": answerable, "answer": answer, "evidence": evidence}, ensure_ascii=False)
     return {"chunks": [text[i:i + 7] for i in range(0, len(text), 7)]}
 
 
@@ -73,23 +73,26 @@ def prompt_of(request: dict) -> str:
     return "\n".join(m["content"] for m in request["messages"])
 
 
-async def test_an_answer_cites_passages_and_citations_naming_none_are_removed(catalog):
-    script = [answer_json(True, "남은 연차는 최대 5일까지 이월됩니다 [1] [7].", [1, 9])]
+async def test_an_answer_cites_the_sentences_it_rests_on_and_numbers_naming_none_are_removed(catalog):
+    script = [answer_json(True, "남은 연차는 최대 5일까지 이월됩니다 [1] <7>.", [2, 99])]
     async with answering(catalog, script) as (http, standin):
         r = await http.post("/v1/answers", json={"collection": "policies",
                                                  "question": "연차를 다음 해로 넘길 수 있나요?"})
         assert r.status_code == 200, r.text
         out = r.json()
     assert out["answerable"] and out["reason"] == "answered" and out["rewrite"]["status"] == "skipped"
-    assert out["answer"] == "남은 연차는 최대 5일까지 이월됩니다 [1] ."  # the marker naming no passage is gone
-    assert out["citations_removed"] == 2  # 9 in the list, [7] in the text
-    assert [c["n"] for c in out["citations"]] == [1]
+    assert out["answer"] == "남은 연차는 최대 5일까지 이월됩니다."  # numbers written into the text are gone
+    assert out["citations_removed"] == 1  # 99 names no sentence
+    assert [(c["n"], c["sentence"]) for c in out["citations"]] == [(1, 2)]  # passage 1, its second sentence
+    assert out["citations"][0]["text"] == "쓰지 못한 연차는 다음 해로 최대 5일까지 이월할 수 있습니다."
+    assert out["support"]["check"] == "supported" and out["support"]["numbers_missing"] == []
     first = out["citations"][0]
     assert first["id"] == out["passages"][0]["id"] == "hr-leave" and first["payload"]["title"] == "휴가 규정"
     doc = next(d for d in DOCS if d["id"] == first["id"])
     assert doc["text"][first["start"]:first["end"]] == first["text"]
     prompt = prompt_of(standin.requests[0])
-    assert "[1] (휴가 규정)" in prompt and "질문: 연차를 다음 해로 넘길 수 있나요?" in prompt
+    assert "[1] (휴가 규정)\n<1> 연차 휴가는" in prompt and "<2> 쓰지 못한 연차는" in prompt
+    assert "질문: 연차를 다음 해로 넘길 수 있나요?" in prompt
     # the answer is held to its schema by the backend: the request carries it
     assert standin.requests[0]["response_format"]["type"] == "json_schema"
     assert out["usage"]["llm_calls"] == 1 and out["timings"]["search_ms"] > 0
@@ -113,7 +116,7 @@ async def test_nothing_above_the_floor_answers_false_without_calling_the_llm(cat
 
 async def test_history_is_rewritten_into_a_standalone_question(catalog):
     script = [{"chunks": [json.dumps({"question": "반품은 며칠 안에 신청할 수 있나요?"}, ensure_ascii=False)]},
-              answer_json(True, "받은 날부터 14일 안에 신청할 수 있습니다 [1].", [1])]
+              answer_json(True, "받은 날부터 14일 안에 신청할 수 있습니다 [1].", [2])]
     history = [{"role": "user", "content": "책 배송은 언제 출고되나요?"},
                {"role": "assistant", "content": "평일 오후 2시 전 결제면 당일 출고됩니다."}]
     async with answering(catalog, script) as (http, standin):
@@ -127,25 +130,50 @@ async def test_history_is_rewritten_into_a_standalone_question(catalog):
 
 async def test_a_failed_rewrite_searches_the_turn_as_written_and_says_so(catalog):
     broken = {"chunks": ["이건 JSON이 아님"]}  # twice: the buffered call is regenerated once, then fails
-    script = [broken, broken, answer_json(True, "받은 날부터 14일 안입니다 [1].", [1])]
+    script = [broken, broken, answer_json(True, "받은 날부터 14일 안입니다 [1].", [2])]
     async with answering(catalog, script) as (http, _):
-        out = (await http.post("/v1/answers", json={"collection": "policies", "question": "반품 기한은요?", "history": [
-            {"role": "user", "content": "배송 안내 좀"}, {"role": "assistant", "content": "네"}]})).json()
+        out = (await http.post("/v1/answers", json={
+            "collection": "policies", "question": "반품 신청 기한은요?",
+            "history": [{"role": "user", "content": "배송 안내 좀"}, {"role": "assistant", "content": "네"}]})).json()
     rewrite = out["rewrite"]
-    assert rewrite["status"] == "failed" and rewrite["query"] == "반품 기한은요?" and rewrite["reason"]
+    assert rewrite["status"] == "failed" and rewrite["query"] == "반품 신청 기한은요?" and rewrite["reason"]
     assert out["answerable"]
 
 
-async def test_the_stream_sends_passages_then_the_answer_text_then_done(catalog):
-    answer = "출장비는 출장 후 7일 안에 \"영수증\"과 함께 청구합니다 [1]."
+async def test_the_stream_sends_passages_then_the_checked_answer_then_done(catalog):
+    answer = "출장비는 출장 후 7일 안에 \"영수증\"과 함께 청구합니다."
     async with answering(catalog, [answer_json(True, answer, [1])]) as (http, _):
         r = await http.post("/v1/answers:stream", json={"collection": "policies", "question": "출장비 청구 기한"})
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = parse_sse(r.text)
     assert events[0][0] == "passages" and events[0][1]["passages"][0]["id"] == "hr-expense"
-    assert [e for e, _ in events[1:-1]] == ["delta"] * (len(events) - 2) and len(events) > 3
-    assert "".join(d["text"] for e, d in events if e == "delta") == answer
+    assert [e for e, _ in events] == ["passages", "delta", "done"]  # the answer only once it passed the checks
+    assert events[1][1]["text"] == answer
     assert events[-1][0] == "done" and events[-1][1]["answer"] == answer and events[-1][1]["citations"][0]["n"] == 1
+
+
+async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_shown(catalog):
+    script = [answer_json(True, "명성황후입니다.", [1]),  # a name from memory
+              answer_json(True, "연차는 20일이 주어집니다.", [1]),  # a number its sentence does not hold
+              answer_json(True, "연차 휴가는 입사 1년 후 15일이 주어집니다.", [1]),  # true, but not what was asked
+              answer_json(True, "15일입니다.", []),  # no evidence named
+              answer_json(True, "연차는 25일입니다.", [1])]  # streamed: never shown
+    asked = [("연차 휴가는 며칠인가요?", "answer_not_in_evidence"),
+             ("연차 휴가는 며칠인가요?", "number_not_in_evidence"),
+             ("대한민국 수도의 연차 휴가는 며칠인가요?", "question_not_covered"),
+             ("연차 휴가는 며칠인가요?", "no_evidence")]
+    async with answering(catalog, script) as (http, _):
+        for question, check in asked:
+            out = (await http.post("/v1/answers", json={"collection": "policies", "question": question,
+                                                        "min_score": 0})).json()
+            assert not out["answerable"] and out["reason"] == "unsupported", out
+            assert out["answer"] == "", out
+            assert out["support"]["check"] == check and out["citations"] == [], out
+        r = await http.post("/v1/answers:stream", json={"collection": "policies",
+                                                        "question": "연차 휴가는 며칠인가요?"})
+    events = parse_sse(r.text)
+    assert [e for e, _ in events] == ["passages", "done"] and events[-1][1]["reason"] == "unsupported"
+    assert events[-1][1]["support"]["numbers_missing"] == ["25"]
 
 
 async def test_the_llm_down_is_a_503_and_an_error_event(catalog):

@@ -1,9 +1,10 @@
-"""Grounded-answer packing, citation checks and the streamed answer text (pure functions)."""
+"""Grounded-answer packing, the support checks and the streamed answer text (pure functions)."""
 
 import json
 
 from gateway.answers.decoder import AnswerText
-from gateway.answers.packing import Hit, checked_citations, pack, sentences, window
+from gateway.answers.packing import Hit, Passage, pack, sentences, window
+from gateway.answers.support import check, clean, context, numbered, terms
 
 LONG = ("회사 소개입니다. 우리는 2010년에 세워졌습니다. 복지로 점심을 제공합니다. 연차는 15일이고 다음 해로 5일까지 "
         "이월됩니다. 재택 근무는 주 2회입니다. 사무실은 서울에 있습니다.")
@@ -39,9 +40,35 @@ def test_pack_keeps_the_budget_drops_near_duplicates_and_numbers_from_one():
         assert source[p.start:p.end] == p.text
 
 
-def test_citations_naming_no_passage_are_removed_and_counted():
-    text, cited, removed = checked_citations("답입니다 [2] 그리고 [5].", [2, 1, "x", True, 9], 3)
-    assert text == "답입니다 [2] 그리고 ." and cited == [2, 1] and removed == 4  # "x", True, 9 and [5]
+def test_sentences_are_numbered_across_passages_with_their_spans_in_the_document():
+    doc = "머리말. 연차는 15일입니다. 이월은 5일까지입니다."
+    passages = [Passage(1, "a", 5, len(doc), doc[5:], 1.0, 0.9, {"title": "휴가"}),
+                Passage(2, "b", 0, 8, "배송은 3일.", 0.5, 0.8, {})]
+    got = numbered(passages)
+    assert [(s.k, s.passage, s.text) for s in got] == [
+        (1, 1, "연차는 15일입니다."), (2, 1, "이월은 5일까지입니다."), (3, 2, "배송은 3일.")]
+    assert all(doc[s.start:s.end] == s.text for s in got if s.doc_id == "a")
+    assert context(passages, got).split("\n") == [
+        "[1] (휴가)", "<1> 연차는 15일입니다.", "<2> 이월은 5일까지입니다.", "[2]", "<3> 배송은 3일."]
+
+
+def test_content_terms_drop_particles_endings_and_question_words():
+    assert terms("한결소프트 법인카드는 한 달 사용 한도가 얼마인가요?") == ["한결소프트", "법인카드", "사용", "한도"]
+    assert terms("반품 신청 기한은요?") == ["반품", "신청", "기한"]
+    assert clean("남은 연차는 5일입니다 [1] <7>.") == "남은 연차는 5일입니다."
+
+
+def test_an_answer_is_supported_only_by_sentences_holding_it_and_covering_the_question():
+    text = "연차 휴가는 입사 1년 후 15일이 주어집니다. 이월은 5일까지입니다."
+    passages = [Passage(1, "a", 0, len(text), text, 1.0, 0.9, {})]
+    got = numbered(passages)
+    ok = check("입사 1년 후 15일이 주어집니다.", [1, 7, True], got, "연차 휴가는 며칠 주어지나요?")
+    assert ok.supported and [s.k for s in ok.evidence] == [1] and ok.removed == 2
+    assert check("20일이 주어집니다.", [1], got, "연차 휴가는 며칠?").reason == "number_not_in_evidence"
+    assert check("명성황후입니다.", [1], got, "연차 휴가는 며칠?").reason == "answer_not_in_evidence"
+    assert check("15일이 주어집니다.", [1], got, "육아휴직 한도는 며칠?").reason == "question_not_covered"
+    assert check("15일입니다.", [], got, "연차 휴가는 며칠?").reason == "no_evidence"
+    assert not check("15일입니다.", [2], got, "연차 휴가는 며칠?").supported  # the wrong sentence: 15 is not in it
 
 
 def test_the_answer_text_streams_out_of_the_json_piece_by_piece():
