@@ -52,7 +52,7 @@ import httpx
 
 from bench.common import ROOT, free_port, md_table, start_retrieval_pair, start_service, stop_service
 from bench.report import write_result
-from gateway.answers import packing, support
+from gateway.answers import packing, relevance, support
 from gateway.answers.decoder import AnswerText
 from gateway.answers.serving import ANSWER_SCHEMA, ANSWER_SYSTEM
 from infra.llm.server import start_llm_server
@@ -171,6 +171,106 @@ def tune_floor(http: httpx.Client, collection: str, questions: list[dict], top_k
     allowed = [r for r in rows if r[1] >= KEEP_AT_LEAST] or rows[:1]
     best = max(allowed, key=lambda r: (r[2], -r[0]))
     return best[0], rows
+
+
+def relevance_rows(http: httpx.Client, collection: str, questions: list[dict]) -> list[tuple[dict, dict]]:
+    """Per single-turn question, the relevance features exactly as ``/v1/answers`` computes them.
+
+    The same search, floor and packing (gateway defaults), without the LLM.
+    """
+    from types import SimpleNamespace
+
+    from gateway.config import GatewaySettings
+
+    s = GatewaySettings()
+    out = []
+    for q in questions:
+        if q.get("history"):
+            continue  # its standalone question needs the LLM's rewrite
+        r = http.post("/v1/search", json={"collection": collection, "query": q["question"], "top_k": 5}).json()
+        kept = [h for h in r["hits"] if r["mode"] == "keyword"
+                or (h["dense_score"] is not None and h["dense_score"] >= s.answer_min_score)]
+        passages, _ = packing.pack([packing.Hit(h["id"], h["text"], h["score"], h["dense_score"], h["payload"])
+                                    for h in kept], q["question"], s.answer_context_chars)
+        out.append((q, relevance.features(q["question"], [SimpleNamespace(**h) for h in kept], passages)))
+    return out
+
+
+def _logistic(z: Any, y: Any, l2: float) -> Any:
+    """Weights (intercept first) of an L2-penalised logistic regression, by Newton steps."""
+    import numpy as np
+
+    w = np.zeros(z.shape[1])
+    reg = np.eye(z.shape[1]) * l2
+    reg[0, 0] = 0.0  # the intercept is not shrunk
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= np.linalg.solve(z.T @ (z * (p * (1 - p))[:, None]) + reg, z.T @ (p - y) + reg @ w)
+    return w
+
+
+SUBSETS: tuple[tuple[str, ...], ...] = (
+    ("cos1",), ("cover_all",), ("cos1", "cover_all"), ("cos1", "margin", "cover_all"),
+    ("cos1", "cover_all", "legs_agree"), relevance.FEATURES)
+
+
+def fit_relevance(rows: list[tuple[dict, dict]], keep: float = 0.95,
+                  grid: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)) -> dict[str, Any]:
+    """A logistic regression over standardised features, everything chosen on ``rows`` (the tune split).
+
+    The feature set (of :data:`SUBSETS`) and the L2 strength are the pair with the lowest leave-one-out
+    log loss; the threshold is the highest that keeps ``keep`` of the answerable questions *by their
+    leave-one-out probabilities* (a question's own label never sets its own threshold); the final
+    weights are fitted on every row.
+    """
+    import numpy as np
+
+    y = np.array([1.0 if q["answerable"] else 0.0 for q, _ in rows])
+    losses: dict[str, float] = {}
+    best: tuple[float, tuple[str, ...], float, Any, Any, Any, Any] | None = None
+    for names in SUBSETS:
+        x = np.array([[f[name] for name in names] for _, f in rows], dtype=float)
+        means, scales = x.mean(axis=0), x.std(axis=0)
+        scales[scales == 0] = 1.0
+        z = np.hstack([np.ones((len(x), 1)), (x - means) / scales])
+        for l2 in grid:
+            loo = np.empty(len(y))
+            for i in range(len(y)):
+                mask = np.arange(len(y)) != i
+                loo[i] = 1 / (1 + np.exp(-z[i] @ _logistic(z[mask], y[mask], l2)))
+            loss = float(-np.mean(y * np.log(loo + 1e-6) + (1 - y) * np.log(1 - loo + 1e-6)))
+            losses[f"{'+'.join(names)} l2={l2:g}"] = round(loss, 4)
+            if best is None or loss < best[0]:
+                best = (loss, names, l2, z, loo, means, scales)
+    assert best is not None
+    _loss, names, l2, z, loo, means, scales = best
+    w = _logistic(z, y, l2)
+    kept_probs = sorted(float(p) for p, label in zip(loo, y, strict=True) if label == 1.0)
+    cut = kept_probs[int(math.floor((1 - keep) * len(kept_probs)))] if kept_probs else 0.0
+    return {"features": list(names), "means": [round(float(v), 4) for v in means],
+            "scales": [round(float(v), 4) for v in scales], "coefs": [round(float(v), 4) for v in w[1:]],
+            "intercept": round(float(w[0]), 4), "threshold": math.floor(cut * 100) / 100, "l2": l2,
+            "loo_log_loss": losses}
+
+
+def relevance_figures(rows: list[tuple[dict, dict]], model: dict[str, Any]) -> dict[str, Any]:
+    """Answerable kept and unanswerable caught (by kind) at the model's threshold."""
+    kept = caught = n_ans = n_un = 0
+    kinds: dict[str, list[int]] = {}
+    for q, f in rows:
+        p = relevance.probability(f, model)
+        relevant = p >= model["threshold"]
+        if q["answerable"]:
+            n_ans += 1
+            kept += relevant
+        else:
+            n_un += 1
+            caught += not relevant
+            kinds.setdefault(q.get("kind", "fact_absent"), [0, 0])
+            kinds[q.get("kind", "fact_absent")][0] += not relevant
+            kinds[q.get("kind", "fact_absent")][1] += 1
+    return {"answerable_kept": f"{kept}/{n_ans}", "unanswerable_caught": f"{caught}/{n_un}",
+            "caught_by_kind": {k: f"{a}/{b}" for k, (a, b) in sorted(kinds.items())}}
 
 
 # The floor may cost at most 5 % of the answerable questions their gold passage (the target for them is
@@ -333,8 +433,12 @@ def main() -> None:
                         help="autorag-ko pages searched besides the questions' gold pages (0: all 720)")
     parser.add_argument("--overhead", type=int, default=8, help="questions timed for the grounding overhead")
     parser.add_argument("--tune-floor", action="store_true", help="only choose the floor on the tune split (no LLM)")
+    parser.add_argument("--fit-relevance", action="store_true",
+                        help="only fit the relevance decision on the tune split and report it on eval (no LLM)")
     parser.add_argument("--limit", type=int, default=0,
                         help="answers-ko questions at most, evenly spaced over the split (0: all of it; -1: none)")
+    parser.add_argument("--min-relevance", type=float, default=None,
+                        help="the gateway's --answer-min-relevance (default: the fitted threshold; 0: no decision)")
     parser.add_argument("--name", default="answers", help="result file name under --out")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
@@ -346,6 +450,33 @@ def main() -> None:
         emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs)
         targets = ["--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target", f"127.0.0.1:{ret_port}"]
         passages_ko, _ = load_answers_ko("all")
+        if args.fit_relevance:
+            gw, gw_port = start_service("gateway", *targets)
+            procs.append(gw)
+            with httpx.Client(base_url=f"http://127.0.0.1:{gw_port}", timeout=120) as http:
+                ingest(http, "answers-ko", passages_ko)
+                tune_rows = relevance_rows(http, "answers-ko", load_answers_ko("tune")[1])
+                eval_rows = relevance_rows(http, "answers-ko", load_answers_ko("eval")[1])
+            model = fit_relevance(tune_rows)
+            figures = {"model": model, "tune": relevance_figures(tune_rows, model),
+                       "eval": relevance_figures(eval_rows, model),
+                       "rows": {"tune": [(q["id"], f) for q, f in tune_rows],
+                                "eval": [(q["id"], f) for q, f in eval_rows]}}
+            body = ["- Fitted on the answers-ko **tune** split (single-turn questions; retrieval, floor and packing as "
+                    "`/v1/answers` runs them, no LLM): a logistic regression over "
+                    "standardised features; the feature set and the L2 strength by leave-one-out log loss on tune "
+                    f"(chosen: {'+'.join(model['features'])}, L2 {model['l2']:g}; every candidate's loss is in "
+                    "the JSON); the threshold the highest that keeps >= 95 % of the "
+                    "tune split's answerable questions by their leave-one-out probabilities. Reported on the "
+                    "**eval** split, which the fit never saw.",
+                    "", md_table(["split", "answerable kept (sent to the model)", "unanswerable caught (no LLM call)",
+                                  "caught by kind"],
+                                 [[k, figures[k]["answerable_kept"], figures[k]["unanswerable_caught"],
+                                   str(figures[k]["caught_by_kind"])] for k in ("tune", "eval")]), "",
+                    f"Model (gateway/answers/relevance.py): `{json.dumps(model)}`."]
+            print(write_result("answers_relevance", "Grounded answers: the relevance decision, fitted", body, figures,
+                               out=args.out))
+            return
         if args.tune_floor:
             gw, gw_port = start_service("gateway", *targets)
             procs.append(gw)
@@ -365,7 +496,9 @@ def main() -> None:
         rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url, "--total-timeout-s", "600",
                                     "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
         procs.append(rs)
-        gw, gw_port = start_service("gateway", *targets, "--reasoning-targets", f"127.0.0.1:{rs_port}", *SLOW)
+        relevance_arg = [] if args.min_relevance is None else ["--answer-min-relevance", str(args.min_relevance)]
+        gw, gw_port = start_service("gateway", *targets, "--reasoning-targets", f"127.0.0.1:{rs_port}", *SLOW,
+                                    *relevance_arg)
         procs.append(gw)
         base = f"http://127.0.0.1:{gw_port}"
         sets: dict[str, Any] = {}
@@ -427,6 +560,11 @@ def report(args: argparse.Namespace, sets: dict[str, Any], over: list[dict], ing
     over_ms = [r["overhead_ms"] for r in over if not math.isnan(r["overhead_ms"])]
     p50 = statistics.median(over_ms) if over_ms else float("nan")
 
+    if args.min_relevance is None:
+        gate = f"the fitted one (gateway/answers/relevance.py, threshold {relevance.THRESHOLD})"
+    else:
+        gate = f"threshold {args.min_relevance:g}" + (" (off)" if not args.min_relevance else "")
+
     def verdict(v: float | None, target: float) -> str:
         return "—" if v is None else ("met" if v >= target else "missed")
 
@@ -439,6 +577,7 @@ def report(args: argparse.Namespace, sets: dict[str, Any], over: list[dict], ing
         "cores (1,800 first: ~90 s per answer in a three-question trial), not on any quality figure. Reported "
         "here on sets the floor never saw.",
         "- Model: the embedded Qwen2.5-Coder-1.5B (Q4) on llama-server, one slot, two cores; temperature 0, seed 7.",
+        f"- Relevance decision before the LLM: {gate}.",
         "- Ingest through the gateway: " + ", ".join(f"{k} {v:.1f} s" for k, v in ingest_s.items()) + ".",
         "",
         "## Answer quality",

@@ -191,6 +191,25 @@ def example_recommendation(gateway: str) -> None:
                           f"{u['completion_tokens']} tokens", flush=True)
 
 
+def example_answers(gateway: str) -> None:
+    """Two grounded answers from the catalog: one the documents hold, one they do not (refused, not guessed)."""
+    import httpx
+
+    for question in ("텀블러는 몇 시간 동안 보온이 되나요?", "대한민국의 수도는 어디인가요?"):
+        body = {"collection": "demo", "question": question, "top_k": 3}
+        print(f"\nPOST /v1/answers {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
+        start = time.perf_counter()
+        out = httpx.post(f"{gateway}/v1/answers", json=body, timeout=240).json()
+        took = time.perf_counter() - start
+        if out.get("answerable"):
+            cited = ", ".join(f"{c['id']} \"{c['text']}\"" for c in out["citations"])
+            print(f"  [{took:5.1f}s] {out['answer']}\n          evidence: {cited}", flush=True)
+        else:
+            check = (out.get("support") or {}).get("check")
+            print(f"  [{took:5.1f}s] not answered: {out.get('reason') or out.get('error')}"
+                  + (f" ({check})" if check else ""), flush=True)
+
+
 def demo(name: str, step, *args) -> None:
     """Run one example; a failure is one line and the mesh keeps serving."""
     try:
@@ -260,7 +279,7 @@ def main() -> None:
         gateway = f"http://127.0.0.1:{ports['gateway']}"
         demo("embedding", example, ports["embedding"])
         for name, step in (("sample catalog", ensure_catalog), ("search", example_search), ("OCR", example_ocr),
-                           ("recommendation", example_recommendation)):
+                           ("recommendation", example_recommendation), ("grounded answers", example_answers)):
             demo(name, step, gateway)
         metrics = ", ".join(f"{name} http://127.0.0.1:{m}/metrics" for name, _, _, m in SERVICES if m)
         keys = "on" if os.environ.get("MESH_GATEWAY_API_KEYS") else "off (local demo; set MESH_GATEWAY_API_KEYS)"

@@ -31,6 +31,9 @@ class AnswerRequest(Strict):
     min_score: float | None = Field(None, ge=-1, le=1,
                                     description="similarity floor (dense cosine): documents below it are not used; "
                                                 "default: the gateway's --answer-min-score")
+    min_relevance: float | None = Field(None, ge=0, le=1,
+                                        description="the relevance decision's threshold (0: always ask the model); "
+                                                    "default: the gateway's --answer-min-relevance")
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     model: str | None = Field(None, min_length=1, max_length=128, description="model route (GET /v1/models)")
     session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
@@ -81,6 +84,14 @@ class AnswerTimings(BaseModel):
     check_ms: float | None = Field(None, description="the support checks of a proposed answer")
 
 
+class AnswerRelevance(BaseModel):
+    """Whether the passages can answer at all, decided before the LLM (a fitted logistic regression)."""
+
+    score: float = Field(description="the probability that the passages hold the answer")
+    threshold: float = Field(description="below it the model is not asked (`reason: not_relevant`)")
+    features: dict[str, float] = Field(description="`cos1`, `margin`, `cover_top`, `cover_all`, `legs_agree`")
+
+
 class AnswerSupport(BaseModel):
     """What the code found checking the model's answer against the sentences it named."""
 
@@ -95,18 +106,21 @@ class AnswerResponse(BaseModel):
     """The answer and what it rests on.
 
     ``answerable`` is false, with ``answer`` empty, when no document clears the floor
-    (``reason: no_passages``), the model says the passages do not hold the answer
+    (``reason: no_passages``), the passages cannot hold it by the relevance decision (``not_relevant``, the
+    model is not asked), the model says the passages do not hold the answer
     (``not_in_passages``), or the sentences it names do not hold its answer or do not cover the
     question (``unsupported``, see ``support``); the mesh never answers from the model's memory instead.
     """
 
     answerable: bool
     answer: str
-    reason: Literal["answered", "no_passages", "not_in_passages", "unsupported"]
+    reason: Literal["answered", "no_passages", "not_relevant", "not_in_passages", "unsupported"]
     citations: list[Citation]
     citations_removed: int = Field(description="evidence numbers that named no sentence, removed")
     support: AnswerSupport | None = Field(None, description="the checks of a proposed answer (null when the "
                                                             "model proposed none)")
+    relevance: AnswerRelevance | None = Field(None, description="the decision before the LLM (null: not made, "
+                                                                "e.g. a keyword-only search has no cosine)")
     passages: list[AnswerPassage]
     dropped: dict[str, int] = Field(description="documents not used: `below_floor`, `near_duplicate`")
     rewrite: Rewrite

@@ -19,7 +19,7 @@ from opentelemetry import trace
 from prometheus_client import Counter
 
 from clients.reasoning import ChatMessage
-from gateway.answers import packing, support
+from gateway.answers import packing, relevance, support
 from gateway.answers import protocol as api
 from gateway.config import GatewaySettings
 from gateway.http.deadline import Deadline
@@ -34,7 +34,7 @@ from gateway.search.serving import Search
 TRACER = trace.get_tracer("gateway")
 ANSWERS = Counter("mesh_gateway_answers", "grounded answers by outcome", ["outcome"])
 CITATIONS_REMOVED = Counter("mesh_gateway_answer_citations_removed", "citations that named no passage, removed")
-for _outcome in ("answered", "no_passages", "not_in_passages", "unsupported", "failed"):
+for _outcome in ("answered", "no_passages", "not_relevant", "not_in_passages", "unsupported", "failed"):
     ANSWERS.labels(_outcome)
 
 ANSWER_SYSTEM = (
@@ -64,6 +64,7 @@ class Prepared:
     found: SearchResponse
     passages: list[packing.Passage]
     sentences: list[support.Sentence]
+    relevance: relevance.Relevance | None
     dropped: dict[str, int]
     search_ms: float
     start: float
@@ -143,7 +144,10 @@ class Answers:
                 rewrite.query, self.settings.answer_context_chars)
             span.set_attributes({"mesh.passages": len(passages), "mesh.below_floor": len(found.hits) - len(kept),
                                  "mesh.near_duplicates": duplicates})
-        return Prepared(body, rewrite, found, passages, support.numbered(passages),
+        threshold = body.min_relevance if body.min_relevance is not None else (
+            relevance.THRESHOLD if self.settings.answer_min_relevance is None else self.settings.answer_min_relevance)
+        decision = relevance.decide(rewrite.query, kept, passages, threshold) if dense_ran and passages else None
+        return Prepared(body, rewrite, found, passages, support.numbered(passages), decision,
                         {"below_floor": len(found.hits) - len(kept), "near_duplicate": duplicates}, search_ms, start)
 
     def messages(self, p: Prepared) -> list[ChatMessage]:
@@ -176,8 +180,10 @@ class Answers:
             reason = "answered"
         elif verdict is not None:
             reason = "unsupported"
+        elif not p.passages:
+            reason = "no_passages"
         else:
-            reason = "no_passages" if not p.passages else "not_in_passages"
+            reason = "not_relevant" if p.relevance is not None and not p.relevance.relevant else "not_in_passages"
         ANSWERS.labels(reason).inc()
         removed = verdict.removed if verdict is not None else 0
         if removed:
@@ -194,6 +200,8 @@ class Answers:
             support=None if verdict is None else api.AnswerSupport(
                 check=verdict.reason or "supported", answer_terms=verdict.answer_terms,
                 question_terms=verdict.question_terms, numbers_missing=verdict.missing_numbers),
+            relevance=None if p.relevance is None else api.AnswerRelevance(
+                score=p.relevance.score, threshold=p.relevance.threshold, features=p.relevance.features),
             passages=[api.AnswerPassage(n=q.n, id=q.doc_id, start=q.start, end=q.end, text=q.text, score=q.score,
                                         dense_score=q.dense_score, payload=q.payload) for q in p.passages],
             dropped=p.dropped, rewrite=p.rewrite, search_mode=p.found.mode, degraded=p.found.degraded, usage=usage,
@@ -204,8 +212,8 @@ class Answers:
     async def answer(self, body: api.AnswerRequest, deadline: Deadline) -> api.AnswerResponse:
         """The whole answer (an answer breaking its schema is regenerated once by the service)."""
         p = await self.prepare(body, deadline)
-        if not p.passages:
-            return self.response(p, None, None)
+        if not p.passages or (p.relevance is not None and not p.relevance.relevant):
+            return self.response(p, None, None)  # nothing the model could answer from: it is not asked
         try:
             call = await self._open(p, deadline, buffered=True)
             async for _ in call.deltas():
@@ -225,7 +233,7 @@ class Answers:
                                "search_mode": p.found.mode, "degraded": p.found.degraded,
                                "passages": [{"n": q.n, "id": q.doc_id, "start": q.start, "end": q.end, "text": q.text}
                                             for q in p.passages]})
-        if not p.passages:
+        if not p.passages or (p.relevance is not None and not p.relevance.relevant):
             yield sse("done", self.response(p, None, None).model_dump())
             return
         call: StructuredStream | None = None

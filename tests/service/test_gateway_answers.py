@@ -61,8 +61,9 @@ async def answering(catalog, script: list[dict], embedding: int | None = None, r
     try:
         async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True,
                                      **(reasoning or {})) as svc:
+            # The relevance decision is off unless a test sets it: the model under test is the scripted one.
             app = gateway_app(embedding or catalog[0], catalog[1], reasoning_targets=f"127.0.0.1:{svc.port}",
-                              **settings)
+                              **{"answer_min_relevance": 0.0, **settings})
             async with asgi_client(app) as http:
                 yield http, standin
     finally:
@@ -155,12 +156,12 @@ async def test_the_stream_sends_passages_then_the_checked_answer_then_done(catal
 async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_shown(catalog):
     script = [answer_json(True, "명성황후입니다.", [1]),  # a name from memory
               answer_json(True, "연차는 20일이 주어집니다.", [1]),  # a number its sentence does not hold
-              answer_json(True, "연차 휴가는 입사 1년 후 15일이 주어집니다.", [1]),  # true, but not what was asked
+              answer_json(True, "연차 휴가는 입사 1년 후 15일이 주어집니다.", [1]),  # no term of the question
               answer_json(True, "15일입니다.", []),  # no evidence named
               answer_json(True, "연차는 25일입니다.", [1])]  # streamed: never shown
     asked = [("연차 휴가는 며칠인가요?", "answer_not_in_evidence"),
              ("연차 휴가는 며칠인가요?", "number_not_in_evidence"),
-             ("대한민국 수도의 연차 휴가는 며칠인가요?", "question_not_covered"),
+             ("대한민국의 수도는 어디인가요?", "question_not_covered"),
              ("연차 휴가는 며칠인가요?", "no_evidence")]
     async with answering(catalog, script) as (http, _):
         for question, check in asked:
@@ -174,6 +175,25 @@ async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_sh
     events = parse_sse(r.text)
     assert [e for e, _ in events] == ["passages", "done"] and events[-1][1]["reason"] == "unsupported"
     assert events[-1][1]["support"]["numbers_missing"] == ["25"]
+
+
+async def test_passages_that_cannot_answer_are_refused_before_the_llm_is_asked(catalog):
+    question = "연차 휴가는 며칠인가요?"
+    async with answering(catalog, [answer_json(True, "15일입니다.", [1])],
+                         answer_min_relevance=None) as (http, standin):
+        out = (await http.post("/v1/answers", json={"collection": "policies", "question": question,
+                                                    "min_relevance": 1.0})).json()  # nothing clears 1.0
+        assert not out["answerable"] and out["reason"] == "not_relevant" and standin.requests == []
+        rel = out["relevance"]
+        assert rel["threshold"] == 1.0 and 0 <= rel["score"] < 1 and set(rel["features"]) == {
+            "cos1", "margin", "cover_top", "cover_all", "legs_agree"}
+        assert rel["features"]["cover_all"] == 1.0  # 연차, 휴가: both in the passages
+        s = await http.post("/v1/answers:stream", json={"collection": "policies", "question": question,
+                                                        "min_relevance": 1.0})
+        assert [e for e, _ in parse_sse(s.text)] == ["passages", "done"] and standin.requests == []
+        out = (await http.post("/v1/answers", json={"collection": "policies", "question": question,
+                                                    "min_relevance": 0})).json()  # 0: the model is always asked
+        assert out["answerable"] and out["relevance"]["threshold"] == 0 and len(standin.requests) == 1
 
 
 async def test_the_llm_down_is_a_503_and_an_error_event(catalog):

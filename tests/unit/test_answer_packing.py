@@ -67,6 +67,10 @@ def test_an_answer_is_supported_only_by_sentences_holding_it_and_covering_the_qu
     assert check("20일이 주어집니다.", [1], got, "연차 휴가는 며칠?").reason == "number_not_in_evidence"
     assert check("명성황후입니다.", [1], got, "연차 휴가는 며칠?").reason == "answer_not_in_evidence"
     assert check("15일이 주어집니다.", [1], got, "육아휴직 한도는 며칠?").reason == "question_not_covered"
+    other = numbered([*passages, Passage(2, "b", 0, 17, "배송은 3일이 걸립니다.", 0.5, 0.8, {})])
+    # 연차 tells the passages apart (in one of two): the evidence must hold it, not only "주어집니다"
+    assert check("15일이 주어집니다.", [3], other, "연차는 며칠 주어지나요?").reason == "question_not_covered"
+    assert check("15일이 주어집니다.", [1], other, "연차는 며칠 주어지나요?").supported
     assert check("15일입니다.", [], got, "연차 휴가는 며칠?").reason == "no_evidence"
     assert not check("15일입니다.", [2], got, "연차 휴가는 며칠?").supported  # the wrong sentence: 15 is not in it
 
