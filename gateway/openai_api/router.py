@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from gateway.http import deadline
@@ -14,7 +14,7 @@ from gateway.http.errors import documented
 from gateway.openai_api import chat_protocol as chat
 from gateway.openai_api import protocol as api
 from gateway.openai_api.completions import ChatCompletions
-from gateway.openai_api.serving import OpenAiCompat
+from gateway.openai_api.serving import OpenAiCompat, rendered
 
 router = APIRouter(tags=["openai"])
 ERRORS = documented(400, 401, 404, 409, 413, 422, 429, 499, 503, 504)
@@ -61,7 +61,8 @@ async def chat_completions(body: chat.ChatCompletionRequest, request: Request, d
 @router.post("/v1/embeddings", response_model=api.EmbeddingsResponse, responses=ERRORS)
 async def embeddings(body: api.EmbeddingsRequest, request: Request, dl: Deadline = deadline.ADMIN):
     """OpenAI-compatible embeddings (float or base64)."""
-    return await _compat(request).embeddings(body, dl)
+    out = await _compat(request).embeddings(body, dl)
+    return Response(await rendered(out), media_type="application/json")
 
 
 @router.get("/v1/models", response_model=api.ModelList, responses=ERRORS)
