@@ -64,11 +64,12 @@ class GatewaySettings(BaseSettings):
                                     description="similarity floor of /v1/answers: passages whose dense cosine "
                                                 "similarity is below it are not used (0: none dropped; 0.70 chosen "
                                                 "on the answers-ko tune split, bench/results/answers_floor.md)")
-    answer_min_relevance: float | None = Field(None, ge=0, le=1,
+    answer_min_relevance: float | None = Field(0.0, ge=0, le=1,
                                                description="the relevance decision's threshold: below it the LLM "
-                                                           "is not called (reason not_relevant); empty: the one "
-                                                           "fitted on the answers-ko tune split "
-                                                           "(bench/results/answers_relevance.md); 0: off")
+                                                           "is not called (reason not_relevant); 0 (default): off; "
+                                                           "empty: the one fitted on the answers-ko tune split, "
+                                                           "which does not transfer to other collections "
+                                                           "(bench/results/answers_relevance.md)")
     answer_max_tokens: int = Field(384, ge=16, le=4096, description="tokens an answer may take")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")

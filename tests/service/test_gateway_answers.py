@@ -157,7 +157,7 @@ async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_sh
     script = [answer_json(True, "명성황후입니다.", [1]),  # a name from memory
               answer_json(True, "연차는 20일이 주어집니다.", [1]),  # a number its sentence does not hold
               answer_json(True, "연차 휴가는 입사 1년 후 15일이 주어집니다.", [1]),  # no term of the question
-              answer_json(True, "15일입니다.", []),  # no evidence named
+              answer_json(True, "대원군입니다.", []),  # no evidence named, and none holds it
               answer_json(True, "연차는 25일입니다.", [1])]  # streamed: never shown
     asked = [("연차 휴가는 며칠인가요?", "answer_not_in_evidence"),
              ("연차 휴가는 며칠인가요?", "number_not_in_evidence"),

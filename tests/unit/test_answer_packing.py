@@ -4,7 +4,7 @@ import json
 
 from gateway.answers.decoder import AnswerText
 from gateway.answers.packing import Hit, Passage, pack, sentences, window
-from gateway.answers.support import check, clean, context, numbered, terms
+from gateway.answers.support import check, clean, context, numbered, numbers, terms
 
 LONG = ("회사 소개입니다. 우리는 2010년에 세워졌습니다. 복지로 점심을 제공합니다. 연차는 15일이고 다음 해로 5일까지 "
         "이월됩니다. 재택 근무는 주 2회입니다. 사무실은 서울에 있습니다.")
@@ -68,11 +68,15 @@ def test_an_answer_is_supported_only_by_sentences_holding_it_and_covering_the_qu
     assert check("명성황후입니다.", [1], got, "연차 휴가는 며칠?").reason == "answer_not_in_evidence"
     assert check("15일이 주어집니다.", [1], got, "육아휴직 한도는 며칠?").reason == "question_not_covered"
     other = numbered([*passages, Passage(2, "b", 0, 17, "배송은 3일이 걸립니다.", 0.5, 0.8, {})])
-    # 연차 tells the passages apart (in one of two): the evidence must hold it, not only "주어집니다"
-    assert check("15일이 주어집니다.", [3], other, "연차는 며칠 주어지나요?").reason == "question_not_covered"
-    assert check("15일이 주어집니다.", [1], other, "연차는 며칠 주어지나요?").supported
-    assert check("15일입니다.", [], got, "연차 휴가는 며칠?").reason == "no_evidence"
-    assert not check("15일입니다.", [2], got, "연차 휴가는 며칠?").supported  # the wrong sentence: 15 is not in it
+    # 배송 tells the passages apart (in one of two): evidence holding the answer but not it does not count
+    assert check("3일이 걸립니다.", [3], other, "연차 배송은 며칠?").supported
+    assert check("15일이 주어집니다.", [1], other, "배송은 며칠 걸리나요?").reason == "question_not_covered"
+    assert check("명성황후입니다.", [], got, "연차 휴가는 며칠?").reason == "no_evidence"  # named none, none holds it
+    wrong = check("15일입니다.", [2], got, "연차 휴가는 며칠?")  # the sentence next to the right one
+    assert wrong.supported and wrong.located and [s.k for s in wrong.evidence] == [1]  # code found where it is
+    assert numbers("식대는 1만 2천 원, 숙박은 120,000원, 1.5kg") == ["12000", "120000", "1.5"]
+    assert check("12,000원입니다.", [], numbered([Passage(1, "c", 0, 14, "야근 식대는 1만 2천 원이다.", 1.0, 0.9, {})]),
+                 "야근 식대는 얼마?").supported
 
 
 def test_the_answer_text_streams_out_of_the_json_piece_by_piece():
