@@ -148,8 +148,8 @@ def table_rows(f: dict[str, Any]) -> list[list[str]]:
                      f"{r['warm_mb']} / {r['after_mb']} / {r['after_5s_mb']} ({r['ratio_5s']}x)", "<= 1.5x warm",
                      _met(r["status"] == 200 and r["ratio_5s"] <= 1.5)])
     if (r := s.get("9_disconnect_storm")) and "error" not in r:
-        rows.append([f"9. {r['clients']} clients leave mid-stream (/v1/answers:stream, /v1/chat/completions; "
-                     "a quarter before the first token)", "ring slots held after (freed after s); next "
+        rows.append([f"9. {r['clients']} clients leave mid-stream (/v1/answers:stream after its passages, "
+                     "/v1/chat/completions after its first text)", "ring slots held after (freed after s); next "
                      f"{r['after_requests']} chat completions 200",
                      f"{r['slots_held_after']} ({r['slots_freed_after_s']} s); {r['after_ok']} ({r['after_statuses']})",
                      f"0; {r['after_requests']}", _met(r["slots_held_after"] == 0

@@ -353,7 +353,8 @@ STALLED_ANSWER = {"chunks": ['{"answerable": true, "answer": "무선 이어폰�
 def _leave_mid_stream(base: str, i: int) -> str:
     """One streamed answer, dropped after its first text; what the client saw last.
 
-    Every fourth is dropped after its passages only: before the first token.
+    A grounded answer is shown only once whole and checked, so its client leaves after the passages,
+    while the gateway waits for the LLM.
     """
     if i % 2:
         path, body = "/v1/chat/completions", {"model": "local", "stream": True,
@@ -369,7 +370,7 @@ def _leave_mid_stream(base: str, i: int) -> str:
             for line in r.iter_lines():
                 if line.startswith("event:"):
                     event = line.removeprefix("event:").strip()
-                elif line.startswith("data:") and (event == "delta" or (event == "passages" and i % 4 == 0)
+                elif line.startswith("data:") and (event == "passages"
                                                    or '"content": "' in line and '"content": ""' not in line):
                     return event or "content"
     return "ended"
