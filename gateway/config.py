@@ -86,9 +86,10 @@ class GatewaySettings(BaseSettings):
     redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
     jobs_redis_url: str = Field("", description="redis:// for ingest/reindex jobs when they must not share "
                                                 "the cache's Redis (an LRU may evict them); empty: --redis-url")
-    jobs_redis_cluster: bool = Field(False, description="--jobs-redis-url is a node of a Redis Cluster: connect "
-                                                        "with the cluster client (every job key of a namespace "
-                                                        "hashes to one slot); the caches stay on --redis-url")
+    jobs_redis_cluster: bool = Field(False, description="the jobs' Redis (--jobs-redis-url) is a node of a "
+                                                        "Redis Cluster: connect with the cluster client (every "
+                                                        "job key of a namespace hashes to one slot); the caches "
+                                                        "stay on --redis-url")
     cache_ttl_s: int = Field(86400, ge=1, description="embedding cache TTL")
     cache_max_entries: int = Field(100000, ge=1, description="LRU cap of the embedding cache")
     breaker_failures: int = Field(3, ge=1, description="consecutive embedding failures that open the breaker")
