@@ -104,6 +104,9 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
         {"role": "system", "content": "x"}]})),
     ("/v1/answers", "question 100k", json.dumps({"collection": SCRATCH, "question": "가" * 100_000})),
     ("/v1/answers", "min_score NaN", f'{{"collection": "{S}", "question": "책", "min_score": NaN}}'),
+    ("/v1/answers", "min_relevance NaN", f'{{"collection": "{S}", "question": "책", "min_relevance": NaN}}'),
+    ("/v1/answers", "min_relevance 1e308", f'{{"collection": "{S}", "question": "책", "min_relevance": 1e308}}'),
+    ("/v1/answers:stream", "question lone surrogate", f'{{"collection": "{S}", "question": "\\ud800책"}}'),
     ("/v1/recommendations", "filter eq 10**29", f'{{"collection": "{S}", "query": "책", "filter": {{"must": '
      '[{"field": "price", "eq": 100000000000000000000000000000}]}}'),
     ("/v1/collections/{name}/documents", "payload int 10**400",

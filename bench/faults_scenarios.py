@@ -350,20 +350,20 @@ STALLED_ANSWER = {"chunks": ['{"answerable": true, "answer": "무선 이어폰�
                              ', "citations": [1]}'], "first_delay_s": 0.5, "stall_after": 1}
 
 
-def _leave_mid_stream(base: str, i: int) -> str:
-    """One streamed answer, dropped after its first text; what the client saw last.
+def leave_mid_stream(base: str, i: int, collection: str = "shop", question: str = "") -> str:
+    """One streamed answer, dropped after its first text; what the client saw last (or ``status N``).
 
-    A grounded answer is shown only once whole and checked, so its client leaves after the passages,
-    while the gateway waits for the LLM.
+    Odd ``i``: a chat completion, left after its first content. Even: a grounded answer, shown only
+    once whole and checked, so its client leaves after the passages, while the gateway waits for the LLM.
     """
     if i % 2:
         path, body = "/v1/chat/completions", {"model": "local", "stream": True,
                                               "messages": [{"role": "user", "content": f"안녕하세요 {i}"}]}
     else:
-        path, body = "/v1/answers:stream", {"collection": "shop", "question": f"{QUERIES[i % len(QUERIES)]} {i}",
-                                            "min_score": 0}
+        path, body = "/v1/answers:stream", {"collection": collection, "min_score": 0,
+                                            "question": question or f"{QUERIES[i % len(QUERIES)]} {i}"}
     with httpx.Client(base_url=base, timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as http:
-        with http.stream("POST", path, json=body) as r:
+        with http.stream("POST", path, json=body) as r:  # closing the response closes the socket
             if r.status_code != 200:
                 return f"status {r.status_code}"
             event = ""
@@ -391,7 +391,7 @@ def disconnect_storm(mesh: FaultMesh, *, n: int = 200, after: int = 100, concurr
     try:
         t = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
-            seen = Counter(pool.map(lambda i: _leave_mid_stream(mesh.base, i), range(n)))
+            seen = Counter(pool.map(lambda i: leave_mid_stream(mesh.base, i), range(n)))
         storm_s = time.perf_counter() - t
     finally:
         mesh.standin.script[:] = [QUICK_CHAT]

@@ -11,13 +11,13 @@ gauge) back to 0, and the requests after the storm served.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
 import pytest
 import pytest_asyncio
 from prometheus_client import REGISTRY
 
+from bench.faults_scenarios import STALLED_ANSWER, leave_mid_stream
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import eventually_async, job_finished
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 STORM = 200  # clients that leave mid-stream: half on /v1/answers:stream, half on /v1/chat/completions
 AFTER = 100  # requests that must succeed afterwards
 CONCURRENCY = 10
-FIRST_PIECE = '{"answerable": true, "answer": "비 오는 날 읽기 좋은'
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -42,37 +41,6 @@ async def catalog(embedding_service, retrieval_port):
     return embedding_service.port, retrieval_port
 
 
-async def leave_mid_stream(base: str, i: int) -> str:
-    """Open one streamed answer, read until its first piece of text (a grounded answer: its passages, sent
-    before the LLM's first token), then drop the connection."""
-    if i % 2:
-        path, body = "/v1/chat/completions", {"model": "local", "stream": True,
-                                              "messages": [{"role": "user", "content": f"안녕 {i}"}]}
-    else:
-        path, body = "/v1/answers:stream", {"collection": "storm", "question": f"비 오는 날 읽을 소설 {i}",
-                                            "min_score": 0}
-    limits = httpx.Limits(max_keepalive_connections=0)  # closing the response closes the socket
-    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as http:
-        async with http.stream("POST", path, json=body) as r:
-            assert r.status_code == 200, await r.aread()
-            event = ""
-            async for line in r.aiter_lines():
-                if line.startswith("event:"):
-                    event = line.removeprefix("event:").strip()
-                elif line.startswith("data:") and (event == "passages" or _content(line)):
-                    return line  # an answer is shown only once whole and checked: its client leaves while it is written
-    raise AssertionError(f"{path}: the stream ended before any text")
-
-
-def _content(line: str) -> str:
-    """The text of a chat-completion chunk (``data: {...}``), '' for any other line."""
-    try:
-        chunk = json.loads(line.removeprefix("data:"))
-    except ValueError:
-        return ""
-    return "".join(c.get("delta", {}).get("content") or "" for c in chunk.get("choices", []))
-
-
 def in_flight() -> dict[str, float]:
     """The gauge per (route, instance)."""
     return {f"{s.labels['route']}/{s.labels['target']}": s.value
@@ -81,8 +49,7 @@ def in_flight() -> dict[str, float]:
 
 
 async def test_two_hundred_clients_leaving_mid_stream_give_every_ring_slot_back(catalog):
-    stall = {"chunks": [FIRST_PIECE, " 장편소설입니다.\"", ', "citations": [1]}'], "first_delay_s": 0.5,
-             "stall_after": 1}
+    stall = STALLED_ANSWER  # the first piece of an answer, then nothing for 30 s
     quick = {"chunks": ["네, ", "답합니다."]}
     standin = ChatStandIn([stall])
     try:
@@ -93,12 +60,12 @@ async def test_two_hundred_clients_leaving_mid_stream_give_every_ring_slot_back(
                 ring = app.state.mesh.routes.get("local").pool.ring
                 gate = asyncio.Semaphore(CONCURRENCY)
 
-                async def one(i: int) -> str:
+                async def one(i: int) -> str:  # the fault suite's client (bench/faults_scenarios.py), in a thread
                     async with gate:
-                        return await leave_mid_stream(base, i)
+                        return await asyncio.to_thread(leave_mid_stream, base, i, "storm", f"비 오는 날 읽을 소설 {i}")
 
-                firsts = await asyncio.gather(*(one(i) for i in range(STORM)))
-                assert len(firsts) == STORM
+                seen = await asyncio.gather(*(one(i) for i in range(STORM)))
+                assert sorted(set(seen)) == ["content", "passages"], seen  # every client left mid-stream
                 await eventually_async(lambda: ring.load[target], lambda n: n == 0, timeout_s=15,
                                        what="every ring slot given back")
                 assert in_flight()[f"local/{target}"] == 0
