@@ -98,6 +98,7 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
         "diversity": 0.5, "candidates": 10**9}})),
     ("/v1/search", "9 queries", json.dumps({"collection": SCRATCH, "queries": [f"질문 {i}" for i in range(9)]})),
     ("/v1/search", "duplicate queries", json.dumps({"collection": SCRATCH, "queries": ["제주", " 제주 "]})),
+    ("/v1/search", "group_by unknown", json.dumps({"collection": SCRATCH, "query": "책", "group_by": "page"})),
     ("/v1/search", "query and queries", json.dumps({"collection": SCRATCH, "query": "책", "queries": ["책"]})),
     ("/v1/search", "expand n 10**9", json.dumps({"collection": SCRATCH, "query": "책", "expand": {"n": 10**9}})),
     ("/v1/answers", "history role system", json.dumps({"collection": SCRATCH, "question": "책", "history": [

@@ -32,6 +32,7 @@ _LIMITS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 Mode = Literal["hybrid", "dense", "keyword"]
 FieldType = Literal["keyword", "integer", "float", "bool"]
 FusionName = Literal["auto", "rrf", "dbsf", "weighted"]
+GroupBy = Literal["document", "passage"]
 MODES: dict[str, int] = {"hybrid": pb.SEARCH_MODE_HYBRID, "dense": pb.SEARCH_MODE_DENSE,
                          "keyword": pb.SEARCH_MODE_KEYWORD}
 MODE_NAMES = {v: k for k, v in MODES.items()}
@@ -41,6 +42,7 @@ FIELD_NAMES = {v: k for k, v in FIELD_TYPES.items()}
 FUSIONS: dict[str, int] = {"auto": pb.FUSION_METHOD_AUTO, "rrf": pb.FUSION_METHOD_RRF,
                            "dbsf": pb.FUSION_METHOD_DBSF, "weighted": pb.FUSION_METHOD_WEIGHTED}
 FUSION_NAMES = {v: k for k, v in FUSIONS.items()}
+GROUP_BYS: dict[str, int] = {"document": pb.GROUP_BY_DOCUMENT, "passage": pb.GROUP_BY_PASSAGE}
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,22 @@ class QueryVector:
 
 
 @dataclass(frozen=True)
+class Passage:
+    """Where a hit's passage lies in its document's text (``passages`` 1: it is the whole document)."""
+
+    ordinal: int
+    start: int
+    end: int
+    passages: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Hit:
-    """One result; ranks are 1-based per leg, None when the leg did not return it."""
+    """One result; ranks are 1-based per leg, None when the leg did not return it.
+
+    ``passage``: the passage that matched (a document hit) or the passage the hit is (grouped by passage).
+    """
 
     id: str
     score: float
@@ -108,6 +124,7 @@ class Hit:
     keyword_rank: int | None
     dense_score: float | None = None  # the dense leg's cosine similarity, None when that leg did not return it
     keyword_score: float | None = None  # the keyword leg's BM25 score, likewise
+    passage: Passage | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +159,7 @@ class Collection:
     embedding_revision: str
     tokenizer: str
     fields: dict[str, FieldType]
+    layout: str = "document"  # "document" (one point each) or "passages:<chars>/<overlap>"
 
 
 @dataclass(frozen=True)
@@ -210,7 +228,7 @@ class ReindexSummary:
 def collection_from_proto(c: pb.CollectionInfo) -> Collection:
     """A proto collection as the domain type."""
     return Collection(name=c.name, collection=c.collection, documents=c.documents,
-                      embedding_revision=c.embedding_revision, tokenizer=c.tokenizer,
+                      embedding_revision=c.embedding_revision, tokenizer=c.tokenizer, layout=c.layout or "document",
                       fields={f.name: FIELD_NAMES.get(f.type, "keyword") for f in c.fields})  # type: ignore[misc]
 
 
@@ -218,14 +236,17 @@ def _hit(h: pb.Hit) -> Hit:
     return Hit(id=h.id, score=h.score, text=h.text, payload=json_format.MessageToDict(h.payload),
                dense_rank=h.dense.rank or None, keyword_rank=h.keyword.rank or None,
                dense_score=h.dense.score if h.dense.rank else None,
-               keyword_score=h.keyword.score if h.keyword.rank else None)
+               keyword_score=h.keyword.score if h.keyword.rank else None,
+               passage=Passage(h.passage.ordinal, h.passage.start, h.passage.end, h.passage.passages, h.passage.text)
+               if h.HasField("passage") else None)
 
 
 def search_request(collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",
                    filter: Filter | None = None, vector: QueryVector | None = None,
-                   fusion: FusionOptions | None = None) -> pb.SearchRequest:
+                   fusion: FusionOptions | None = None, group_by: GroupBy = "document") -> pb.SearchRequest:
     """The proto request of :meth:`AsyncRetrievalClient.search`."""
-    req = pb.SearchRequest(collection=collection, query=query, top_k=top_k, mode=MODES[mode])
+    req = pb.SearchRequest(collection=collection, query=query, top_k=top_k, mode=MODES[mode],
+                           group_by=GROUP_BYS[group_by])
     if filter is not None:
         req.filter.CopyFrom(pb.Filter(must=[c.to_proto() for c in filter.must],
                                       must_not=[c.to_proto() for c in filter.must_not]))
@@ -274,9 +295,14 @@ class AsyncRetrievalClient(HealthCheck):
 
     async def search(self, collection: str, query: str, *, top_k: int = 10, mode: Mode = "hybrid",
                      filter: Filter | None = None, vector: QueryVector | None = None,
-                     fusion: FusionOptions | None = None, timeout_s: float | None = None) -> SearchResult:
-        """Search a collection (``vector`` skips the service's own embedding call)."""
-        req = search_request(collection, query, top_k=top_k, mode=mode, filter=filter, vector=vector, fusion=fusion)
+                     fusion: FusionOptions | None = None, timeout_s: float | None = None,
+                     group_by: GroupBy = "document") -> SearchResult:
+        """Search a collection (``vector`` skips the service's own embedding call).
+
+        ``group_by="passage"``: every matching passage of a collection of passages is its own hit.
+        """
+        req = search_request(collection, query, top_k=top_k, mode=mode, filter=filter, vector=vector, fusion=fusion,
+                             group_by=group_by)
         resp = await self._call(self._stub.Search, req, timeout_s)
         t = resp.timings
         return SearchResult(hits=[_hit(h) for h in resp.hits], mode=MODE_NAMES[resp.mode],  # type: ignore[arg-type]

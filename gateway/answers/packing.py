@@ -127,6 +127,7 @@ class Hit:
     score: float
     dense_score: float | None
     payload: dict[str, Any]
+    span: tuple[int, int] | None = None  # the passage search matched, [start, end) in ``text``; None: all of it
 
 
 def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
@@ -134,14 +135,17 @@ def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
 
     A hit whose opening (:data:`DEDUP_CHARS`) nearly repeats one kept before is dropped; each other
     hit gets an even share of what is left (a short one leaves the rest to those after it); the
-    window of its share that shares most with the query is used. Linear in the hits' length.
+    window of its share that shares most with the query is used. A hit of a document stored as
+    passages gives the passage search matched (its ``span``), not a window of the whole document;
+    offsets stay the document's. Linear in the hits' length.
     """
     kept: list[Passage] = []
     grams: list[set[str]] = []
     dropped = 0
     unique = []
     for h in hits:
-        g = trigrams(h.text[:DEDUP_CHARS])
+        lo, hi = h.span if h.span is not None else (0, len(h.text))
+        g = trigrams(h.text[lo:min(hi, lo + DEDUP_CHARS)])
         if any(near_duplicate(g, other) for other in grams):
             dropped += 1
             continue
@@ -152,7 +156,9 @@ def pack(hits: list[Hit], query: str, budget: int) -> tuple[list[Passage], int]:
         cap = left // (len(unique) - i)
         if cap < 20:
             break
-        s, e = window(h.text, query, cap)
+        lo, hi = h.span if h.span is not None else (0, len(h.text))
+        s, e = window(h.text[lo:hi], query, cap)
+        s, e = s + lo, e + lo
         if e <= s:
             continue
         kept.append(Passage(len(kept) + 1, h.doc_id, s, e, h.text[s:e], h.score, h.dense_score, h.payload))

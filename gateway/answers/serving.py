@@ -28,6 +28,7 @@ from gateway.http.telemetry import note
 from gateway.reasoning.events import error_event, sse, usage_of
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, StructuredStream, open_structured, structured
+from gateway.search.protocol import Hit as SearchHit
 from gateway.search.protocol import SearchRequest, SearchResponse
 from gateway.search.serving import Search
 
@@ -140,7 +141,7 @@ class Answers:
             # Off the event loop: up to top_k documents of 20,000 characters are read here (linear, but
             # milliseconds of pure Python the other requests must not wait behind).
             passages, duplicates = await asyncio.to_thread(
-                packing.pack, [packing.Hit(h.id, h.text, h.score, h.dense_score, h.payload) for h in kept],
+                packing.pack, [packing.Hit(h.id, h.text, h.score, h.dense_score, h.payload, _span(h)) for h in kept],
                 rewrite.query, self.settings.answer_context_chars)
             span.set_attributes({"mesh.passages": len(passages), "mesh.below_floor": len(found.hits) - len(kept),
                                  "mesh.near_duplicates": duplicates})
@@ -253,3 +254,9 @@ class Answers:
         if out.answerable:
             yield sse("delta", {"text": out.answer})
         yield sse("done", out.model_dump())
+
+
+def _span(h: SearchHit) -> tuple[int, int] | None:
+    """The passage search matched in a document stored as passages (None: a whole document)."""
+    p = h.passage
+    return (p.start, p.end) if p is not None and p.passages > 1 else None

@@ -114,6 +114,10 @@ class SearchRequest(Strict):
     fusion: FusionChoice | None = Field(None, description="hybrid only; default `auto`")
     mmr: MmrChoice | None = None
     score_threshold: float | None = Field(None, description="drop hits whose final score is below this")
+    group_by: Literal["document", "passage"] = Field(
+        "document", description="`document`: one hit per document, scored by its best passage (the passage that "
+                                "matched is `passage`); `passage`: every matching passage of a long document is "
+                                "its own hit (`text` is then the passage's)")
 
     @field_validator("queries")
     @classmethod
@@ -146,6 +150,16 @@ class SearchRequest(Strict):
                              mmr_candidates=m.candidates if m else None, score_threshold=self.score_threshold)
 
 
+class HitPassage(BaseModel):
+    """Where a hit's passage lies in its document: ``text[start:end]`` of the document's whole text."""
+
+    ordinal: int = Field(description="0 for the document's first passage")
+    start: int = Field(description="character offset (Unicode code points) into the document's text")
+    end: int
+    passages: int = Field(description="passages the document has (1: the passage is the whole document)")
+    text: str
+
+
 class Hit(BaseModel):
     """One result; ranks are 1-based per leg, null when the leg did not return it."""
 
@@ -153,6 +167,9 @@ class Hit(BaseModel):
     score: float
     text: str
     payload: dict[str, Any]
+    passage: HitPassage | None = Field(
+        None, description="the passage that matched (group_by `document`: `text` is the document's whole text), or "
+                          "the passage the hit is (group_by `passage`: `text` is the passage's)")
     dense_rank: int | None
     keyword_rank: int | None
     dense_score: float | None = Field(None, description="the dense leg's cosine similarity (null: not returned "

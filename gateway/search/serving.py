@@ -67,7 +67,8 @@ class Search:
         cache_hit = all(f.cache_hit for f in found)
         first = legs[0][0]
         revision = next((f.vector.revision for f in found if f.vector), self.vectors.revision)
-        hits = ([_hit(h) for h in first.hits] if not several else merge(legs, req.top_k))
+        hits = ([_hit(h) for h in first.hits] if not several
+                else merge(legs, req.top_k, by_passage=req.group_by == "passage"))
         note(collection=req.collection, mode=first.mode, degraded=degraded, degraded_reason=reason if degraded else "",
              cache_hit=cache_hit, hits=len(hits), embed_ms=round(embed_ms, 3), retrieval_ms=round(retrieval_ms, 3),
              model_revision=revision, queries=len(texts))
@@ -99,30 +100,42 @@ class Search:
             DEGRADED.labels(found.reason if found.reason in REASONS else "unknown").inc()
         out = await self.retrieval.search(req.collection, text, top_k=req.top_k, mode=mode,
                                           filter=req.filter.to_filter() if req.filter else None, vector=found.vector,
-                                          fusion=req.fusion_options(), timeout_s=deadline.check())
+                                          fusion=req.fusion_options(), timeout_s=deadline.check(),
+                                          group_by=req.group_by)
         return out, degraded or out.degraded
 
 
 def _hit(h: RetrievedHit, matched: list[int] | None = None) -> api.Hit:
+    p = h.passage
     return api.Hit(id=h.id, score=h.score, text=h.text, payload=h.payload, dense_rank=h.dense_rank,
                    keyword_rank=h.keyword_rank, dense_score=None if h.dense_score is None else round(h.dense_score, 6),
-                   matched_queries=matched)
+                   matched_queries=matched,
+                   passage=api.HitPassage(ordinal=p.ordinal, start=p.start, end=p.end, passages=p.passages,
+                                          text=p.text) if p is not None else None)
 
 
-def merge(legs: list[tuple[SearchResult, bool]], top_k: int, k: int = MERGE_RRF_K) -> list[api.Hit]:
+def _key(h: RetrievedHit) -> str:
+    """What merging across queries counts as one result: a document, or one passage of it."""
+    return h.id if h.passage is None else f"{h.id}\x00{h.passage.ordinal}"
+
+
+def merge(legs: list[tuple[SearchResult, bool]], top_k: int, k: int = MERGE_RRF_K,
+          by_passage: bool = False) -> list[api.Hit]:
     """Reciprocal rank fusion across the queries' legs, best first.
 
-    A document's score is the sum of 1/(k + rank) over the legs that found it; it keeps the text and
-    ranks of its best-ranked leg, and names the legs that found it.
+    A document's score is the sum of 1/(k + rank) over the legs that found it; it keeps the text,
+    passage and ranks of its best-ranked leg, and names the legs that found it. Grouped by passage,
+    each passage counts on its own.
     """
     score: dict[str, float] = {}
     best: dict[str, tuple[int, RetrievedHit]] = {}
     matched: dict[str, list[int]] = {}
     for q, (out, _) in enumerate(legs):
         for rank, h in enumerate(out.hits, 1):
-            score[h.id] = score.get(h.id, 0.0) + 1.0 / (k + rank)
-            matched.setdefault(h.id, []).append(q)
-            if h.id not in best or rank < best[h.id][0]:
-                best[h.id] = (rank, h)
+            key = _key(h) if by_passage else h.id
+            score[key] = score.get(key, 0.0) + 1.0 / (k + rank)
+            matched.setdefault(key, []).append(q)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, h)
     order = sorted(score, key=lambda d: (-score[d], best[d][0], matched[d][0]))[:top_k]
     return [_hit(best[d][1], matched[d]).model_copy(update={"score": round(score[d], 6)}) for d in order]

@@ -32,7 +32,8 @@ class CatalogAdmin:
         check_fields(fields)
         _, revision = await self.state.embed(["revision probe"], "passage", self.state.embed_timeout_s * 5)
         s = self.state
-        meta = await s.run_db(s.store.create_catalog, name, fields, revision, s.analyzer.info.label(), s.dim, 64.0)
+        meta = await s.run_db(s.store.create_catalog, name, fields, revision, s.analyzer.info.label(), s.dim, 64.0,
+                              s.layout.label())
         self.state.meta_cache[name] = meta
         return meta, 0
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, FilePath, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.retrieval.passages import DOCUMENT_LAYOUT, PASSAGE_LAYOUT, Layout
 from services.runtime.settings import ServiceSettings
 
 
@@ -61,6 +62,17 @@ class RetrievalSettings(ServiceSettings):
     rrf_k: int = Field(60, ge=1, description="default RRF k")
     dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion (when "
                                                                "a weighted request gives none)")
+    passage_chars: int = Field(
+        600, ge=0, le=20000, description="documents longer than this (x1.25) are stored as passages of about this "
+                                         "many characters, cut at sentence ends; 0 stores one point per document. "
+                                         "New collections and reindexes take it; a collection keeps its own")
+    passage_overlap: int = Field(100, ge=0, description="characters of whole sentences consecutive passages share")
+
+    def layout(self) -> Layout:
+        """The layout new collections and reindexes take."""
+        if not self.passage_chars:
+            return Layout(DOCUMENT_LAYOUT, 0, 0)
+        return Layout(PASSAGE_LAYOUT, self.passage_chars, self.passage_overlap)
 
     # Field validators (not a model validator) so that a one-line error names the setting at fault.
     @field_validator("qdrant_api_key_file")
@@ -69,6 +81,14 @@ class RetrievalSettings(ServiceSettings):
         key = info.data.get("qdrant_api_key")
         if value is not None and key is not None and key.get_secret_value():
             raise ValueError("set qdrant_api_key or qdrant_api_key_file, not both")
+        return value
+
+    @field_validator("passage_overlap")
+    @classmethod
+    def _overlap_below_size(cls, value: int, info: ValidationInfo) -> int:
+        chars = info.data.get("passage_chars")
+        if chars and value >= chars // 2:
+            raise ValueError(f"must be under half of passage_chars ({chars}): passages would repeat each other")
         return value
 
     @field_validator("write_consistency_factor")

@@ -18,6 +18,9 @@ NAME_TO_MODE = {v: k for k, v in MODE_TO_NAME.items()}
 FUSION_TO_NAME = {pb.FUSION_METHOD_RRF: "rrf", pb.FUSION_METHOD_DBSF: "dbsf", pb.FUSION_METHOD_WEIGHTED: "weighted",
                   pb.FUSION_METHOD_AUTO: "auto"}
 NAME_TO_FUSION = {v: k for k, v in FUSION_TO_NAME.items()}
+GROUP_BY_TO_NAME = {pb.GROUP_BY_UNSPECIFIED: "document", pb.GROUP_BY_DOCUMENT: "document",
+                    pb.GROUP_BY_PASSAGE: "passage"}
+NAME_TO_GROUP_BY = {"document": pb.GROUP_BY_DOCUMENT, "passage": pb.GROUP_BY_PASSAGE}
 
 
 def fields_from_proto(fields) -> dict[str, str]:
@@ -35,7 +38,7 @@ def collection_info(meta: CatalogMeta, count: int) -> pb.CollectionInfo:
     """CollectionInfo of a catalog."""
     return pb.CollectionInfo(
         name=meta.name, collection=meta.collection, documents=count, embedding_revision=meta.embedding_revision,
-        tokenizer=meta.analyzer,
+        tokenizer=meta.analyzer, layout=meta.layout,
         fields=[pb.PayloadField(name=n, type=NAME_TO_FIELD_TYPE[t]) for n, t in sorted(meta.fields.items())])
 
 
@@ -68,6 +71,8 @@ def search_from_proto(req: pb.SearchRequest) -> tuple[SearchQuery, str | None, i
         raise InvalidInput("invalid search", [Violation("mode", "unknown search mode")])
     if req.fusion.method not in FUSION_TO_NAME and req.fusion.method != pb.FUSION_METHOD_UNSPECIFIED:
         raise InvalidInput("invalid search", [Violation("fusion.method", "unknown fusion method")])
+    if req.group_by not in GROUP_BY_TO_NAME:
+        raise InvalidInput("invalid search", [Violation("group_by", "unknown grouping")])
     mmr = req.mmr if req.HasField("mmr") else None
     q = SearchQuery(
         text=req.query,
@@ -79,6 +84,7 @@ def search_from_proto(req: pb.SearchRequest) -> tuple[SearchQuery, str | None, i
         score_threshold=req.score_threshold if req.HasField("score_threshold") else None,
         mmr_diversity=(mmr.diversity or 0.3) if mmr is not None else None,
         mmr_candidates=(mmr.candidates or None) if mmr is not None else None,
+        group_by=GROUP_BY_TO_NAME[req.group_by],
     )
     fusion = FUSION_TO_NAME.get(req.fusion.method)
     weight = req.fusion.dense_weight if req.fusion.method == pb.FUSION_METHOD_WEIGHTED and req.fusion.dense_weight \
@@ -90,6 +96,9 @@ def hit_to_proto(d: ScoredDoc) -> pb.Hit:
     """One hit with its per-leg ranks."""
     payload = struct_pb2.Struct()
     payload.update(d.payload)
+    p = d.passage
     return pb.Hit(id=d.doc_id, score=d.score, text=d.text, payload=payload,
                   dense=pb.LegHit(rank=d.dense.rank, score=d.dense.score) if d.dense else pb.LegHit(),
-                  keyword=pb.LegHit(rank=d.keyword.rank, score=d.keyword.score) if d.keyword else pb.LegHit())
+                  keyword=pb.LegHit(rank=d.keyword.rank, score=d.keyword.score) if d.keyword else pb.LegHit(),
+                  passage=pb.Passage(ordinal=p.ordinal, start=p.start, end=p.end, passages=p.passages, text=p.text)
+                  if p is not None else None)

@@ -55,9 +55,27 @@ class LegResult:
     score: float
 
 
+@dataclass(frozen=True)
+class PassageRef:
+    """Which passage of its document a hit is (or, for a document hit, the one that matched best).
+
+    ``start``/``end`` are character offsets into the document's whole text; ``passages`` is how
+    many the document has (1: the passage is the whole document).
+    """
+
+    ordinal: int
+    start: int
+    end: int
+    passages: int
+    text: str
+
+
 @dataclass
 class ScoredDoc:
-    """A result with its final score and where it stood in each leg."""
+    """A result with its final score and where it stood in each leg.
+
+    ``key`` identifies it in fusion: the document id, or id and ordinal when passages are returned.
+    """
 
     doc_id: str
     score: float
@@ -66,6 +84,11 @@ class ScoredDoc:
     dense: LegResult | None = None
     keyword: LegResult | None = None
     vector: np.ndarray | None = field(default=None, repr=False)
+    passage: PassageRef | None = None
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.doc_id
 
     def best_rank(self) -> int:
         """The better of the two leg ranks (a large number when in neither leg)."""
@@ -81,29 +104,50 @@ class Ranked:
     reason: str = ""
 
 
-def _doc(hit: RawHit) -> ScoredDoc:
+def _doc(hit: RawHit, by_passage: bool = False) -> ScoredDoc:
     vec = None if hit.vector is None else np.asarray(hit.vector, dtype=np.float32)
-    return ScoredDoc(hit.doc_id, hit.score, hit.text, hit.payload, vector=vec)
+    end = len(hit.text) + hit.start if hit.end < 0 else hit.end
+    ref = PassageRef(hit.ordinal, hit.start, end, hit.passages, hit.text)
+    return ScoredDoc(hit.doc_id, hit.score, hit.text, hit.payload, vector=vec, passage=ref,
+                     key=f"{hit.doc_id}\x00{hit.ordinal}" if by_passage else hit.doc_id)
+
+
+def best_passages(docs: list[ScoredDoc]) -> list[ScoredDoc]:
+    """One hit per document, the first (best) of its passages in a leg's order: a document scores its best."""
+    seen: set[str] = set()
+    out = []
+    for d in docs:
+        if d.doc_id not in seen:
+            seen.add(d.doc_id)
+            out.append(d)
+    return out
 
 
 def stable_order(docs: list[ScoredDoc]) -> list[ScoredDoc]:
     """Best first; equal scores by best leg rank, then by id (the same order in every process)."""
-    return sorted(docs, key=lambda d: (-d.score, d.best_rank(), d.doc_id))
+    return sorted(docs, key=lambda d: (-d.score, d.best_rank(), d.key))
 
 
 def _leg_sorted(docs: list[ScoredDoc]) -> list[ScoredDoc]:
     # Within one leg, equal scores are ordered by id so that leg ranks are reproducible too.
-    return sorted(docs, key=lambda d: (-d.score, d.doc_id))
+    return sorted(docs, key=lambda d: (-d.score, d.key))
 
 
 def _pool(dense: list[ScoredDoc], keyword: list[ScoredDoc]) -> dict[str, ScoredDoc]:
-    """Every candidate of either leg, with its leg ranks attached, as new result objects."""
+    """Every candidate of either leg, with its leg ranks attached, as new result objects.
+
+    A document whose best passage differs between the legs keeps the passage of the leg that
+    ranked it higher (the dense leg's on a tie).
+    """
     by_id: dict[str, ScoredDoc] = {}
     for name, docs in (("dense", dense), ("keyword", keyword)):
         for i, d in enumerate(docs):
-            out = by_id.get(d.doc_id)
+            out = by_id.get(d.key)
             if out is None:
-                out = by_id[d.doc_id] = ScoredDoc(d.doc_id, 0.0, d.text, d.payload, vector=d.vector)
+                out = by_id[d.key] = ScoredDoc(d.doc_id, 0.0, d.text, d.payload, vector=d.vector, passage=d.passage,
+                                               key=d.key)
+            elif out.dense is not None and i + 1 < out.dense.rank:
+                out.text, out.passage, out.vector = d.text, d.passage, d.vector
             if out.vector is None:
                 out.vector = d.vector
             setattr(out, name, LegResult(i + 1, d.score))
@@ -127,10 +171,10 @@ def weighted_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc], dense_weig
     gives each of them full credit (1), so a perfect lone match is never scored 0.
     """
     pool = _pool(dense, keyword)
-    nd = _minmax({d.doc_id: d.score for d in dense})
-    nk = _minmax({d.doc_id: d.score for d in keyword})
-    for doc_id, d in pool.items():
-        d.score = dense_weight * nd.get(doc_id, 0.0) + (1 - dense_weight) * nk.get(doc_id, 0.0)
+    nd = _minmax({d.key: d.score for d in dense})
+    nk = _minmax({d.key: d.score for d in keyword})
+    for key, d in pool.items():
+        d.score = dense_weight * nd.get(key, 0.0) + (1 - dense_weight) * nk.get(key, 0.0)
     return stable_order(list(pool.values()))
 
 
@@ -158,7 +202,7 @@ def dbsf_fusion(dense: list[ScoredDoc], keyword: list[ScoredDoc]) -> list[Scored
     pool = _pool(dense, keyword)
     for docs in (dense, keyword):
         for d, s in zip(docs, _dbsf_scale([d.score for d in docs]), strict=True):
-            pool[d.doc_id].score += s
+            pool[d.key].score += s
     return stable_order(list(pool.values()))
 
 

@@ -5,6 +5,13 @@ and AUTO) is then computed in the service from the two leg lists, so a hit's fus
 per-leg ranks and the order of ties do not depend on the engine (Qdrant Edge, local mode or a
 server) nor on the process: ties are broken by the best leg rank, then by document id.
 Payload filters go inside every leg. MMR re-ranks the fused candidates by their dense vectors.
+
+A collection of passages (services/retrieval/passages.py) is searched passage by passage in both
+legs; by default each leg then keeps one hit per document, its best passage (so a document scores
+what its best passage scores, in each leg), and fusion, MMR and the floor run over documents as
+before. ``group_by="passage"`` keeps every passage as its own hit. The legs fetch
+``PASSAGE_FETCH`` times as many passages as documents are wanted, and again with more when the
+passages of a few documents filled them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from services.retrieval.fusion import (
     _doc,
     _leg_sorted,
     _pool,
+    best_passages,
     fuse,
     mmr,
     stable_order,
@@ -27,6 +35,9 @@ from services.retrieval.fusion import (
 from services.retrieval.korean.bm25 import SparseVector
 from services.retrieval.query import SearchQuery
 from services.retrieval.store import CatalogStore, LegQuery
+
+PASSAGE_FETCH = 4  # passages fetched per document wanted, per leg, when a collection holds passages
+MAX_PASSAGE_FETCH = 2000  # a leg's passages at most (the second try)
 
 
 class HybridSearcher:
@@ -52,20 +63,52 @@ class HybridSearcher:
         return self.run(collection, q, mode, dense_vec, sparse).hits
 
     def run(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
-            sparse: SparseVector) -> Ranked:
-        """Hits best first with the fusion that ran and why."""
+            sparse: SparseVector, passages: bool = False) -> Ranked:
+        """Hits best first with the fusion that ran and why (``passages``: the collection holds passages).
+
+        Document hits of a collection of passages come with their document's whole text.
+        """
         want = q.mmr_candidates or (4 * q.top_k if q.mmr_diversity is not None else q.top_k)
-        leg_docs = self.legs(collection, q, mode, dense_vec, sparse)
+        leg_docs = self.legs(collection, q, mode, dense_vec, sparse, passages)
         if not leg_docs:
             return Ranked([])  # keyword search whose query has no index terms
         size = self.collection_size(collection) if mode == "hybrid" and q.fusion == "auto" else 0
-        return self.finish(q, mode, leg_docs, want, len(sparse.indices), size)
+        ranked = self.finish(q, mode, leg_docs, want, len(sparse.indices), size)
+        if passages and q.group_by == "document":
+            self.whole_texts(collection, ranked.hits)
+        return ranked
+
+    def whole_texts(self, collection: str, hits: list[ScoredDoc]) -> None:
+        """Give each document hit whose best passage is not the whole document its whole text (one read)."""
+        partial = [h for h in hits if h.passage is not None and h.passage.passages > 1]
+        if not partial:
+            return
+        texts = self.store.document_texts(collection, sorted({h.doc_id for h in partial}))
+        for h in partial:
+            h.text = texts.get(h.doc_id, h.text)
 
     def legs(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
-             sparse: SparseVector) -> dict[str, list[ScoredDoc]]:
-        """Each leg's candidates as the engine ranked them, in one round trip (``finish`` orders ties)."""
+             sparse: SparseVector, passages: bool = False) -> dict[str, list[ScoredDoc]]:
+        """Each leg's candidates as the engine ranked them, in one round trip (``finish`` orders ties).
+
+        From a collection of passages every passage comes back; with ``group_by="document"``
+        ``finish`` keeps each document's best, so a leg asks for more passages than documents
+        wanted, and once more (up to ``MAX_PASSAGE_FETCH``) when it came back full with too few documents.
+        """
         want = q.mmr_candidates or (4 * q.top_k if q.mmr_diversity is not None else q.top_k)
         leg_limit = max(want, LEG_CANDIDATES) if mode == "hybrid" else want
+        grouped = passages and q.group_by == "document"
+        docs_wanted = leg_limit
+        if grouped:
+            leg_limit = min(MAX_PASSAGE_FETCH, leg_limit * PASSAGE_FETCH)
+        out = self._legs(collection, q, mode, dense_vec, sparse, leg_limit, passages)
+        if grouped and leg_limit < MAX_PASSAGE_FETCH and any(
+                len(docs) == leg_limit and len({d.doc_id for d in docs}) < docs_wanted for docs in out.values()):
+            out = self._legs(collection, q, mode, dense_vec, sparse, MAX_PASSAGE_FETCH, passages)
+        return out
+
+    def _legs(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
+              sparse: SparseVector, leg_limit: int, passages: bool) -> dict[str, list[ScoredDoc]]:
         with_vectors = q.mmr_diversity is not None
         common = dict(filter=q.filter, with_vectors=with_vectors, sparse_indices=tuple(sparse.indices),
                       sparse_values=tuple(sparse.values), dense=dense_vec)
@@ -80,7 +123,8 @@ class HybridSearcher:
         if not queries:
             return {}
         answers = self.store.query(collection, queries)
-        return {name: [_doc(h) for h in hits] for name, hits in zip(legs, answers, strict=True)}
+        by_passage = passages and q.group_by == "passage"
+        return {name: [_doc(h, by_passage) for h in hits] for name, hits in zip(legs, answers, strict=True)}
 
     @staticmethod
     def finish(q: SearchQuery, mode: str, leg_docs: dict[str, list[ScoredDoc]], want: int, n_terms: int = 0,
@@ -90,6 +134,8 @@ class HybridSearcher:
         ``n_terms`` (distinct query terms) and ``collection_size`` are AUTO's evidence.
         """
         leg_docs = {name: _leg_sorted(docs) for name, docs in leg_docs.items()}
+        if q.group_by == "document":
+            leg_docs = {name: best_passages(docs) for name, docs in leg_docs.items()}
         fusion: str | None = None
         reason = ""
         if mode == "hybrid":

@@ -17,6 +17,7 @@ MAX_BATCH = 256
 MAX_TEXT_CHARS = 20000
 MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("auto", "rrf", "dbsf", "weighted")
+GROUPINGS = ("document", "passage")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class SearchQuery:
     score_threshold: float | None = None
     mmr_diversity: float | None = None
     mmr_candidates: int | None = None
+    group_by: str = "document"  # one hit per document (its best passage), or "passage": every passage
 
 
 @dataclass
@@ -172,6 +174,8 @@ def validate_search(q: SearchQuery, fields: dict[str, str], dim: int, embedding_
         bad.append(Violation("fusion.dense_weight", "must be in [0, 1]"))
     if q.mmr_diversity is not None and not 0.0 <= q.mmr_diversity <= 1.0:
         bad.append(Violation("mmr.diversity", "must be in [0, 1]"))
+    if q.group_by not in GROUPINGS:
+        bad.append(Violation("group_by", f"must be one of {GROUPINGS}"))
     if q.mmr_candidates is not None and not q.top_k <= q.mmr_candidates <= 1000:
         bad.append(Violation("mmr.candidates", "must be between top_k and 1000"))
     for where, conds in (("filter.must", q.filter.must), ("filter.must_not", q.filter.must_not)):

@@ -12,8 +12,10 @@ import numpy as np
 
 from services.bootstrap.errors import FailedPrecondition, InvalidInput, Violation
 from services.retrieval.korean.bm25 import Bm25
+from services.retrieval.passages import Layout
+from services.retrieval.prepare import Prepared, prepare, spans_of
 from services.retrieval.state import REINDEX_EMBED_TEXTS, CatalogState
-from services.retrieval.store import CatalogMeta, StoredPoint
+from services.retrieval.store import CatalogMeta
 from services.retrieval.store.base import VERSION_RE
 from services.retrieval.writes import PendingWrites, ReindexInProgress
 
@@ -44,46 +46,46 @@ class Reindexer:
         try:
             await self.drop_leftovers(name)  # what an interrupted reindex of this catalog left
             _, revision = await self.state.embed(["revision probe"], "passage", self.state.embed_timeout_s * 5)
+            layout = self.state.layout  # the catalog moves to the service's layout
             async with self.state.gates[name].exclusive():  # writes in flight finish before the snapshot
                 meta = await self.state.meta(name)
-                pending = self.state.pending[name] = PendingWrites(revision)
+                pending = self.state.pending[name] = PendingWrites(revision, layout.label())
             docs: list[tuple[str, str, dict[str, Any]]] = []
             pages = self.state.store.scroll_all(meta.collection)
             while (page := await self.state.run_db(next, pages, None)) is not None:
                 docs += [(d.doc_id, d.text, d.payload) for d in page]
             total = len(docs)
             yield {"done": 0, "total": total}
-            terms = await self.state.bulk_terms([d[1] for d in docs])
-            avg = float(np.mean([max(1, len(t)) for t in terms])) if terms else 64.0
+            # BM25's average length is over passages; the lengths are known only once analysed, so the
+            # keyword weights are made per batch with the running mean and fixed by the last batch's.
+            per_doc = await self._terms(docs, layout)
+            lengths = [max(1, len(t)) for terms in per_doc.values() for t in terms]
+            avg = float(np.mean(lengths)) if lengths else 64.0
             bm25 = Bm25(self.state.k1, self.state.b, avg)
             new_collection = await self.state.run_db(self.state.store.create_version, name, meta.fields, meta.dim)
             for i in range(0, total, batch_size):
                 # Documents written since the snapshot are replayed below; their snapshot copy is stale.
-                chunk = [(d, t) for d, t in zip(docs[i:i + batch_size], terms[i:i + batch_size], strict=True)
-                         if not pending.touched(d[0])]
+                chunk = [d for d in docs[i:i + batch_size] if not pending.touched(d[0])]
                 for j in range(0, len(chunk), REINDEX_EMBED_TEXTS):
                     part = chunk[j:j + REINDEX_EMBED_TEXTS]
-                    texts = [d[1] for d, _ in part]
-                    vectors, got = await self.state.embed(texts, "passage", self.state.embed_timeout_s * 10)
-                    if got != revision:
+                    known = [t for d in part for t in per_doc[d[0]]]
+                    prepared, got, _, _ = await prepare(self.state, part, layout, terms=known)
+                    if part and got != revision:
                         raise ReindexInProgress(f"the embedding service changed from revision {revision} to {got} "
                                                 "during the reindex; nothing was swapped: retry the reindex")
-                    points = []
-                    for ((doc_id, text, payload), toks), vec in zip(part, vectors, strict=True):
-                        sparse = bm25.document(toks)
-                        points.append(StoredPoint(doc_id, text, payload, vec.tolist(), sparse.indices,
-                                                  sparse.values))
+                    points = [pt for p in prepared for pt in p.points(bm25)]
                     await self.state.run_db(self.state.store.upsert, new_collection, points)
                 yield {"done": min(total, i + batch_size), "total": total}
             await self.state.run_db(self.state.store.optimize, new_collection)
             while len(pending) > batch_size:  # replay while writes go on; the last few with the swap
-                await self._replay(pending, new_collection, bm25, batch_size)
+                await self._replay(pending, new_collection, bm25, batch_size, layout)
             async with self.state.gates[name].exclusive():
-                await self._replay(pending, new_collection, bm25, batch_size)
+                await self._replay(pending, new_collection, bm25, batch_size, layout)
                 documents = await self.state.run_db(self.state.store.count, new_collection)
+                points = await self.state.run_db(self.state.store.count_points, new_collection)
                 label = self.state.analyzer.info.label()
                 new_meta = CatalogMeta(name, new_collection, revision, label, meta.fields, avg, meta.dim,
-                                       {"docs_written": documents})
+                                       {"docs_written": points}, layout=layout.label())
                 await self.state.run_db(self.state.store.swap_alias, name, new_collection)
                 await self.state.run_db(self.state.store.put_meta, new_meta)
                 self.state.meta_cache[name] = new_meta
@@ -95,7 +97,7 @@ class Reindexer:
                 await asyncio.sleep(0.01)
             await self.state.run_db(self.state.store.drop_collection, old)
             yield {"summary": True, "previous_collection": old, "collection": new_meta.collection,
-                   "documents": documents, "embedding_revision": revision,
+                   "documents": documents, "embedding_revision": revision, "layout": new_meta.layout,
                    "total_ns": int((time.perf_counter() - start) * 1e9)}
         finally:
             self.state.reindexing.discard(name)
@@ -103,15 +105,37 @@ class Reindexer:
             if new_collection is not None:  # failed before the swap: the old collection keeps serving
                 await self.state.run_db(self.state.store.drop_collection, new_collection)
 
-    async def _replay(self, pending: PendingWrites, collection: str, bm25: Bm25, batch_size: int) -> None:
-        """Write what was recorded since the snapshot into the new collection (vectors as written)."""
+    async def _terms(self, docs: list[tuple[str, str, dict[str, Any]]],
+                     layout: Layout) -> dict[str, list[list[str]]]:
+        """Terms of each passage of every document in ``layout``, by document id, analysed in slices."""
+        spans = [spans_of(text, layout) for _, text, _ in docs]
+        texts = [text[s.start:s.end] for (_, text, _), sp in zip(docs, spans, strict=True) for s in sp]
+        terms = await self.state.bulk_terms(texts)
+        out, k = {}, 0
+        for (doc_id, _, _), sp in zip(docs, spans, strict=True):
+            out[doc_id] = terms[k:k + len(sp)]
+            k += len(sp)
+        return out
+
+    async def _replay(self, pending: PendingWrites, collection: str, bm25: Bm25, batch_size: int,
+                      layout: Layout) -> None:
+        """Write what was recorded since the snapshot into the new collection (vectors as written).
+
+        A write prepared in the live collection's layout, when the new one differs, is cut and
+        embedded again for the new one.
+        """
         upserts, deleted = pending.take()
-        rows = list(upserts.items())
+        rows: list[Prepared] = list(upserts.values())
+        again = [(p.doc_id, p.text, p.payload) for p in rows if p.layout != layout.label()]
+        rows = [p for p in rows if p.layout == layout.label()]
+        for i in range(0, len(again), REINDEX_EMBED_TEXTS):
+            prepared, got, _, _ = await prepare(self.state, again[i:i + REINDEX_EMBED_TEXTS], layout)
+            if got != pending.revision:
+                raise ReindexInProgress(f"the embedding service changed from revision {pending.revision} to {got} "
+                                        "during the reindex; nothing was swapped: retry the reindex")
+            rows += prepared
         for i in range(0, len(rows), batch_size):
-            points = []
-            for doc_id, (text, payload, vector, toks) in rows[i:i + batch_size]:
-                sparse = bm25.document(toks)
-                points.append(StoredPoint(doc_id, text, payload, vector, sparse.indices, sparse.values))
+            points = [pt for p in rows[i:i + batch_size] for pt in p.points(bm25)]
             await self.state.run_db(self.state.store.upsert, collection, points)
         if deleted:
             await self.state.run_db(self.state.store.delete, collection, sorted(deleted))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from services.retrieval.catalogs import CatalogAdmin
 from services.retrieval.documents import DocumentWrites
 from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.retrieval.passages import Layout
 from services.retrieval.reindex import Reindexer
 from services.retrieval.search import CatalogSearch
 from services.retrieval.state import CatalogState, Embedder
@@ -21,10 +22,10 @@ class Retriever:
 
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
-                 default_rrf_k: int = 60, default_dense_weight: float = 0.5) -> None:
+                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None) -> None:
         self.state = CatalogState(store, analyzer, embedder, dim=dim, k1=k1, b=b, embed_timeout_s=embed_timeout_s,
                                   default_fusion=default_fusion, default_rrf_k=default_rrf_k,
-                                  default_dense_weight=default_dense_weight)
+                                  default_dense_weight=default_dense_weight, layout=layout)
         self.store = store
         self.admin = CatalogAdmin(self.state)
         self.documents = DocumentWrites(self.state)

@@ -12,6 +12,7 @@ from services.bootstrap.errors import (
     FailedPrecondition,
 )
 from services.retrieval.korean.bm25 import Bm25
+from services.retrieval.passages import Layout
 from services.retrieval.query import (
     SearchQuery,
     validate_search,
@@ -97,7 +98,9 @@ class CatalogSearch:
         t = time.perf_counter()
         # Both legs run in one engine round trip; fusion follows in the same call (hybrid.py).
         with TRACER.start_as_current_span("retrieval.legs_and_fusion", attributes={"mesh.mode": mode}) as span:
-            ranked = await self.state.run_db(self.state.searcher.run, meta.collection, q, mode, vector, sparse)
+            passages = Layout.parse(meta.layout).passages
+            ranked = await self.state.run_db(self.state.searcher.run, meta.collection, q, mode, vector, sparse,
+                                             passages)
             hits = ranked.hits
             span.set_attributes({"mesh.dense_hits": sum(1 for h in hits if h.dense is not None),
                                  "mesh.keyword_hits": sum(1 for h in hits if h.keyword is not None),

@@ -90,7 +90,8 @@ async def create_retrieval_service(
     needs_embedding = Requirement(("embedding", *store_needed))
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
-                          default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight)
+                          default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight,
+                          layout=settings.layout())
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
                                tracer_provider=tracer_provider, registry=registry,
                                dependencies=dependencies,

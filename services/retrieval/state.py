@@ -19,6 +19,7 @@ from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, F
 from services.retrieval.fusion import ScoredDoc
 from services.retrieval.hybrid import HybridSearcher
 from services.retrieval.korean.analyzer import KoreanAnalyzer
+from services.retrieval.passages import Layout
 from services.retrieval.query import check_name
 from services.retrieval.store import CatalogMeta, CatalogStore
 from services.retrieval.writes import PendingWrites, WriteGate
@@ -92,8 +93,10 @@ class CatalogState:
 
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
-                 default_rrf_k: int = 60, default_dense_weight: float = 0.5) -> None:
+                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None) -> None:
         self.store = store
+        # New catalogs, and every catalog a reindex rebuilds, take this layout; writes keep a catalog's own.
+        self.layout = layout or Layout()
         self.analyzer = analyzer
         self.embedder = embedder
         self.dim = dim

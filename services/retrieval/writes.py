@@ -63,18 +63,20 @@ class PendingWrites:
     """What was written to a catalog since its reindex took its snapshot, to replay into the new collection.
 
     ``revision`` is the embedding revision the new collection is built with: only writes embedded
-    by it can be replayed (the caller refuses others as retryable).
+    by it can be replayed (the caller refuses others as retryable). ``layout`` is the new
+    collection's: a write prepared in another (the live collection's) is cut and embedded again
+    when replayed. Entries are :class:`services.retrieval.prepare.Prepared` documents.
     """
 
     revision: str
-    upserts: dict[str, tuple[str, dict[str, Any], list[float] | None, list[str]]] = field(default_factory=dict)
+    layout: str = ""
+    upserts: dict[str, Any] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
 
-    def record_upsert(self, doc_id: str, text: str, payload: dict[str, Any], vector: list[float] | None,
-                      terms: list[str]) -> None:
+    def record_upsert(self, prepared: Any) -> None:
         """A document written (the last write of an id wins, as in the store)."""
-        self.deleted.discard(doc_id)
-        self.upserts[doc_id] = (text, payload, vector, terms)
+        self.deleted.discard(prepared.doc_id)
+        self.upserts[prepared.doc_id] = prepared
 
     def record_delete(self, doc_ids: list[str]) -> None:
         """Documents removed."""
@@ -86,7 +88,7 @@ class PendingWrites:
         """Whether the snapshot's copy of ``doc_id`` is stale (the record holds the truth)."""
         return doc_id in self.upserts or doc_id in self.deleted
 
-    def take(self) -> tuple[dict[str, tuple[str, dict[str, Any], list[float] | None, list[str]]], set[str]]:
+    def take(self) -> tuple[dict[str, Any], set[str]]:
         """Everything recorded so far; the record starts empty again."""
         upserts, deleted = self.upserts, self.deleted
         self.upserts, self.deleted = {}, set()

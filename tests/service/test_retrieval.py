@@ -303,7 +303,7 @@ async def test_persistent_local_path_survives_a_restart(embedding_service, tmp_p
 
 
 async def test_a_large_write_is_embedded_in_bounded_calls_with_vectors_in_order(embedding_service, tmp_path_factory):
-    from services.retrieval.documents import WRITE_EMBED_TEXTS
+    from services.retrieval.prepare import EMBED_TEXTS as WRITE_EMBED_TEXTS
 
     class Counting(GrpcEmbedder):
         sizes: list[int] = []

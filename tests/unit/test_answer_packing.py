@@ -40,6 +40,16 @@ def test_pack_keeps_the_budget_drops_near_duplicates_and_numbers_from_one():
         assert source[p.start:p.end] == p.text
 
 
+def test_a_hit_of_a_document_stored_as_passages_packs_the_passage_search_matched_with_document_offsets():
+    doc = "연차는 15일입니다. " * 40 + LONG + " 사무실은 부산에도 있습니다." * 30
+    start = doc.index("회사 소개")
+    span = (start, start + len(LONG))
+    passages, _ = pack([Hit("a", doc, 1.0, 0.9, {}, span)], "연차 이월", 2000)
+    p = passages[0]
+    assert span[0] <= p.start < p.end <= span[1], "the window lies inside the matched passage"
+    assert doc[p.start:p.end] == p.text and "이월" in p.text
+
+
 def test_sentences_are_numbered_across_passages_with_their_spans_in_the_document():
     doc = "머리말. 연차는 15일입니다. 이월은 5일까지입니다."
     passages = [Passage(1, "a", 5, len(doc), doc[5:], 1.0, 0.9, {"title": "휴가"}),

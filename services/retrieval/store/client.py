@@ -25,14 +25,17 @@ from services.bootstrap.errors import NotFound
 from services.retrieval.query import Condition, Filter
 from services.retrieval.store.base import (
     DENSE,
+    DOCUMENT,
+    ORDINAL,
     SPARSE,
     CatalogMeta,
     CatalogStore,
     LegQuery,
     RawHit,
-    StoredDoc,
     StoredPoint,
+    passage_point_id,
     point_id,
+    raw_hit,
 )
 from services.retrieval.store.options import QdrantOptions
 
@@ -126,6 +129,7 @@ class ClientCatalogStore(CatalogStore):
         with warnings.catch_warnings():
             # Local mode filters without indexes and says so; a server uses them.
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            self.client.create_payload_index(collection, ORDINAL, field_schema=models.PayloadSchemaType.INTEGER)
             for fname, ftype in fields.items():
                 self.client.create_payload_index(collection, f"payload.{fname}", field_schema=FIELD_SCHEMAS[ftype])
         return collection
@@ -167,31 +171,38 @@ class ClientCatalogStore(CatalogStore):
         if self.client.collection_exists(collection):
             self.client.delete_collection(collection)
 
-    def count(self, collection: str) -> int:  # noqa: D102
-        return self.client.count(collection, exact=True).count
+    def count_points(self, collection: str, later_passages: bool = False) -> int:  # noqa: D102
+        flt = models.Filter(must=[models.FieldCondition(key=ORDINAL, range=models.Range(gte=1))]) \
+            if later_passages else None
+        return self.client.count(collection, count_filter=flt, exact=True).count
 
-    def upsert(self, collection: str, points: list[StoredPoint]) -> None:  # noqa: D102
+    def write_points(self, collection: str, points: list[StoredPoint]) -> None:  # noqa: D102
         self.client.upsert(collection, wait=True, points=[
             models.PointStruct(
-                id=point_id(p.doc_id),
+                id=passage_point_id(p.doc_id, p.ordinal),
                 vector={
                     **({DENSE: p.dense} if p.dense is not None else {}),
                     SPARSE: models.SparseVector(indices=p.sparse_indices, values=p.sparse_values),
                 },
-                payload={"doc_id": p.doc_id, "text": p.text, "payload": p.payload},
+                payload=p.stored_payload(),
             ) for p in points])
 
-    def delete(self, collection: str, doc_ids: list[str]) -> None:  # noqa: D102
-        self.client.delete(collection, points_selector=models.PointIdsList(points=[point_id(d) for d in doc_ids]),
-                           wait=True)
+    def remove_points(self, collection: str, point_ids: list[str]) -> None:  # noqa: D102
+        self.client.delete(collection, points_selector=models.PointIdsList(points=point_ids), wait=True)  # type: ignore[arg-type]
 
-    def scroll_all(self, collection: str, batch: int = 256) -> Iterator[list[StoredDoc]]:  # noqa: D102
+    def payloads(self, collection: str, point_ids: list[str], keys: list[str]) -> dict[str, dict[str, Any]]:  # noqa: D102
+        if not point_ids:
+            return {}
+        found = self.client.retrieve(collection, point_ids, with_payload=models.PayloadSelectorInclude(include=keys),
+                                     with_vectors=False, consistency=self._consistency)
+        return {str(p.id): dict(p.payload or {}) for p in found}
+
+    def scroll_points(self, collection: str, batch: int = 256) -> Iterator[list[dict[str, Any]]]:  # noqa: D102
         offset = None
         while True:
             points, offset = self.client.scroll(collection, limit=batch, offset=offset, with_payload=True,
                                                 consistency=self._consistency)
-            yield [StoredDoc(p.payload["doc_id"], p.payload["text"], p.payload.get("payload", {}))
-                   for p in points if p.payload]
+            yield [dict(p.payload) for p in points if p.payload]
             if offset is None:
                 return
 
@@ -206,18 +217,19 @@ class ClientCatalogStore(CatalogStore):
         flt = qdrant_filter(q.filter)
         sparse = models.SparseVector(indices=list(q.sparse_indices), values=list(q.sparse_values))
         vectors = [DENSE] if q.with_vectors else False
+        payload = models.PayloadSelectorExclude(exclude=[DOCUMENT])  # the final hits fetch the whole text
         if q.kind == "dense":
-            return models.QueryRequest(query=q.dense, using=DENSE, filter=flt, limit=q.limit, with_payload=True,
+            return models.QueryRequest(query=q.dense, using=DENSE, filter=flt, limit=q.limit, with_payload=payload,
                                        with_vector=vectors)
         if q.kind == "sparse":
-            return models.QueryRequest(query=sparse, using=SPARSE, filter=flt, limit=q.limit, with_payload=True,
+            return models.QueryRequest(query=sparse, using=SPARSE, filter=flt, limit=q.limit, with_payload=payload,
                                        with_vector=vectors)
         fusion: Any = (models.RrfQuery(rrf=models.Rrf(k=q.rrf_k)) if q.fusion == "rrf"
                        else models.FusionQuery(fusion=models.Fusion.DBSF))
         return models.QueryRequest(
             prefetch=[models.Prefetch(query=q.dense, using=DENSE, filter=flt, limit=q.prefetch_limit),
                       models.Prefetch(query=sparse, using=SPARSE, filter=flt, limit=q.prefetch_limit)],
-            query=fusion, limit=q.limit, with_payload=True, with_vector=vectors)
+            query=fusion, limit=q.limit, with_payload=payload, with_vector=vectors)
 
     def ping(self) -> None:
         """One cheap call to the server (its collection list)."""
@@ -228,9 +240,7 @@ class ClientCatalogStore(CatalogStore):
 
 
 def _hit(p: models.ScoredPoint) -> RawHit:
-    payload = p.payload or {}
     vec = None
     if isinstance(p.vector, dict) and DENSE in p.vector:
         vec = [float(x) for x in p.vector[DENSE]]  # type: ignore[union-attr, arg-type]
-    return RawHit(payload.get("doc_id", str(p.id)), float(p.score), payload.get("text", ""),
-                  payload.get("payload", {}), vec)
+    return raw_hit(p.payload or {}, str(p.id), float(p.score), vec)

@@ -26,14 +26,16 @@ from services.bootstrap.errors import NotFound
 from services.retrieval.query import Condition, Filter
 from services.retrieval.store.base import (
     DENSE,
+    DOCUMENT,
+    ORDINAL,
     SPARSE,
     CatalogMeta,
     CatalogStore,
     LegQuery,
     RawHit,
-    StoredDoc,
     StoredPoint,
-    point_id,
+    passage_point_id,
+    raw_hit,
 )
 
 FIELD_SCHEMAS = {
@@ -137,6 +139,7 @@ class EdgeCatalogStore(CatalogStore):
                                sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})
         with self._lock:
             shard = qe.EdgeShard.create(str(self.root / "collections" / collection), config)
+            shard.update(qe.UpdateOperation.create_field_index(ORDINAL, qe.PayloadSchemaType.Integer))
             for fname, ftype in fields.items():
                 if ftype == "bool":
                     shard.update(qe.UpdateOperation.create_field_index(f"{BOOL_SHADOW}.{fname}",
@@ -153,33 +156,40 @@ class EdgeCatalogStore(CatalogStore):
                 shard.close()
             shutil.rmtree(self.root / "collections" / collection, ignore_errors=True)
 
-    def count(self, collection: str) -> int:  # noqa: D102
-        return self._shard(collection).count(qe.CountRequest(exact=True))
+    def count_points(self, collection: str, later_passages: bool = False) -> int:  # noqa: D102
+        flt = qe.Filter(must=[qe.FieldCondition(key=ORDINAL, range=qe.RangeFloat(gte=1))]) if later_passages else None
+        return self._shard(collection).count(qe.CountRequest(exact=True, filter=flt))
 
-    def upsert(self, collection: str, points: list[StoredPoint]) -> None:  # noqa: D102
+    def write_points(self, collection: str, points: list[StoredPoint]) -> None:  # noqa: D102
         shard = self._shard(collection)
         shard.update(qe.UpdateOperation.upsert_points([
             qe.Point(
-                id=point_id(p.doc_id),
+                id=passage_point_id(p.doc_id, p.ordinal),
                 vector={**({DENSE: p.dense} if p.dense is not None else {}),
                         SPARSE: qe.SparseVector(indices=p.sparse_indices, values=p.sparse_values)},
-                payload={"doc_id": p.doc_id, "text": p.text, "payload": p.payload,
+                payload={**p.stored_payload(),
                          BOOL_SHADOW: {k: str(v).lower() for k, v in p.payload.items() if isinstance(v, bool)}},
             ) for p in points]))
         shard.flush()
 
-    def delete(self, collection: str, doc_ids: list[str]) -> None:  # noqa: D102
+    def remove_points(self, collection: str, point_ids: list[str]) -> None:  # noqa: D102
         shard = self._shard(collection)
-        shard.update(qe.UpdateOperation.delete_points([point_id(d) for d in doc_ids]))
+        shard.update(qe.UpdateOperation.delete_points(list[Any](point_ids)))
         shard.flush()
 
-    def scroll_all(self, collection: str, batch: int = 256) -> Iterator[list[StoredDoc]]:  # noqa: D102
+    def payloads(self, collection: str, point_ids: list[str], keys: list[str]) -> dict[str, dict[str, Any]]:  # noqa: D102
+        if not point_ids:
+            return {}
+        records = self._shard(collection).retrieve(list[Any](point_ids), with_payload=qe.PayloadSelector.Include(keys),
+                                                   with_vector=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
+
+    def scroll_points(self, collection: str, batch: int = 256) -> Iterator[list[dict[str, Any]]]:  # noqa: D102
         shard = self._shard(collection)
         offset = None
         while True:
             records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=batch, with_payload=True))
-            yield [StoredDoc(r.payload["doc_id"], r.payload["text"], r.payload.get("payload", {}))
-                   for r in records if r.payload]
+            yield [dict(r.payload) for r in records if r.payload]
             if offset is None:
                 return
 
@@ -200,18 +210,19 @@ class EdgeCatalogStore(CatalogStore):
         dense: list[float] = q.dense or []
         sparse = qe.SparseVector(indices=list(q.sparse_indices), values=list(q.sparse_values))
         vectors = [DENSE] if q.with_vectors else False
+        payload = qe.PayloadSelector.Exclude([DOCUMENT])  # the whole text is fetched for the final hits only
         if q.kind == "dense":
             return qe.QueryRequest(query=qe.Query.Nearest(dense, using=DENSE), filter=flt, limit=q.limit,
-                                   with_payload=True, with_vector=vectors)
+                                   with_payload=payload, with_vector=vectors)
         if q.kind == "sparse":
             return qe.QueryRequest(query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt, limit=q.limit,
-                                   with_payload=True, with_vector=vectors)
+                                   with_payload=payload, with_vector=vectors)
         fusion: Any = qe.Fusion.Rrf(k=q.rrf_k) if q.fusion == "rrf" else qe.Fusion.Dbsf()
         return qe.QueryRequest(
             prefetches=[qe.Prefetch(query=qe.Query.Nearest(dense, using=DENSE), filter=flt, limit=q.prefetch_limit),
                         qe.Prefetch(query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
                                     limit=q.prefetch_limit)],
-            query=fusion, limit=q.limit, with_payload=True, with_vector=vectors)
+            query=fusion, limit=q.limit, with_payload=payload, with_vector=vectors)
 
     def close(self) -> None:  # noqa: D102
         with self._lock:
@@ -224,9 +235,7 @@ class EdgeCatalogStore(CatalogStore):
 
 
 def _hit(p: Any) -> RawHit:
-    payload = p.payload or {}
     vec = None
     if isinstance(p.vector, dict) and DENSE in p.vector:
         vec = list(p.vector[DENSE])
-    return RawHit(payload.get("doc_id", str(p.id)), float(p.score), payload.get("text", ""),
-                  payload.get("payload", {}), vec)
+    return raw_hit(p.payload or {}, str(p.id), float(p.score), vec)

@@ -57,10 +57,13 @@ def test_a_cancelled_writer_does_not_block_the_gate():
 
 
 def test_the_record_keeps_the_last_write_of_each_id():
-    pending = PendingWrites("rev")
-    pending.record_upsert("a", "첫 글", {}, [1.0], ["글"])
+    from services.retrieval.passages import Span
+    from services.retrieval.prepare import Prepared
+
+    pending = PendingWrites("rev", "document")
+    pending.record_upsert(Prepared("a", "첫 글", {}, "document", [Span(0, 0, 3)], [[1.0]], [["글"]]))
     pending.record_delete(["a", "b"])
-    pending.record_upsert("b", "다시 쓴 글", {}, [1.0], ["글"])
+    pending.record_upsert(Prepared("b", "다시 쓴 글", {}, "document", [Span(0, 0, 6)], [[1.0]], [["글"]]))
     assert pending.touched("a") and pending.touched("b") and not pending.touched("c") and len(pending) == 2
     upserts, deleted = pending.take()
     assert list(upserts) == ["b"] and deleted == {"a"} and len(pending) == 0
