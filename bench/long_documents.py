@@ -71,7 +71,10 @@ def analysis_rows() -> list[dict]:
     return rows
 
 
-def ingest_rows(docs: int, chars: int) -> dict:
+LAYOUTS = {"document": "0", "passages": ""}  # MESH_RETRIEVAL_PASSAGE_CHARS: 0 = one point per document; "" = default
+
+
+def ingest_rows(docs: int, chars: int, layout: str = "passages") -> dict:
     """Gateway ingest throughput, and the retrieval service's own per-stage time for the same documents."""
     from clients import AsyncRetrievalClient
     from clients.retrieval import Document
@@ -81,7 +84,8 @@ def ingest_rows(docs: int, chars: int) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-long-"))
     procs: list = []
     try:
-        emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs)
+        env = {"MESH_RETRIEVAL_PASSAGE_CHARS": LAYOUTS[layout]} if LAYOUTS[layout] else None
+        emb_port, ret_port = start_retrieval_pair(folder, model_dir, procs, env=env)
         gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                     f"127.0.0.1:{ret_port}")
         procs.append(gw)
@@ -94,7 +98,10 @@ def ingest_rows(docs: int, chars: int) -> dict:
                 time.sleep(0.2)
             gateway_s = time.perf_counter() - t0
             assert state["state"] == "succeeded", state
+            info = http.get("/v1/collections/long").json()
             http.post("/v1/collections", json={"name": "long2", "fields": {}}).raise_for_status()
+        index_bytes = sum(f.stat().st_size for f in (folder / "collections" / info["collection"]).rglob("*")
+                          if f.is_file())
 
         async def direct() -> tuple[float, dict[str, float]]:
             async with AsyncRetrievalClient(f"127.0.0.1:{ret_port}", timeout_s=600) as client:
@@ -114,8 +121,9 @@ def ingest_rows(docs: int, chars: int) -> dict:
         for p in procs:
             stop_service(p)
         shutil.rmtree(folder, ignore_errors=True)
-    return {"docs": docs, "chars": chars, "gateway_s": gateway_s, "gateway_docs_per_s": docs / gateway_s,
-            "gateway_chars_per_s": docs * chars / gateway_s, "direct_s": direct_s, **spent}
+    return {"layout": info.get("layout"), "docs": docs, "chars": chars, "gateway_s": gateway_s,
+            "gateway_docs_per_s": docs / gateway_s, "gateway_chars_per_s": docs * chars / gateway_s,
+            "direct_s": direct_s, "index_bytes": index_bytes, "index_kb_per_doc": index_bytes / docs / 1e3, **spent}
 
 
 def main() -> None:
@@ -124,45 +132,59 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=12)
     parser.add_argument("--chars", type=int, default=20_000)
+    parser.add_argument("--layouts", default="document,passages",
+                        help="collection layouts ingested side by side in this run (document: one point each)")
+    parser.add_argument("--skip-analysis", action="store_true", help="only the ingest rows")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    rows = analysis_rows()
-    ingest = ingest_rows(args.docs, args.chars)
-    base = rows[0]
-    last = rows[-1]
-    ratio_pieces = last["pieces_us_per_char"] / base["pieces_us_per_char"]
-    ratio_whole = last["whole_us_per_char"] / base["whole_us_per_char"]
-    other = max(0.0, ingest["direct_s"] - ingest["embed_s"] - ingest["analyse_s"] - ingest["store_s"])
+    rows = [] if args.skip_analysis else analysis_rows()
+    ingests = [ingest_rows(args.docs, args.chars, layout) for layout in args.layouts.split(",")]
     body = [
         "- Texts: the project's own Korean passages (answers_ko.json, paraphrase_ko.json) shuffled and joined to "
         "each length; analyser Kiwi, default profile; median of 3 runs.",
         "",
-        "## Analysis time per character",
-        "",
-        md_table(["characters", "whole text µs/char", "in pieces µs/char (the service)"],
-                 [[f"{r['chars']:,}", f"{r['whole_us_per_char']:.1f}", f"{r['pieces_us_per_char']:.1f}"]
-                  for r in rows]),
-        "",
-        f"20,000 / 2,000 characters per character: in pieces **{ratio_pieces:.2f}x** (target <= 1.5x: "
-        f"{'met' if ratio_pieces <= 1.5 else 'missed'}); whole, as before, {ratio_whole:.2f}x.",
-        "",
-        "## Ingest of long documents",
-        "",
-        md_table(["path", "documents", "characters each", "seconds", "docs/s", "characters/s"], [
-            ["gateway job", str(ingest["docs"]), f"{ingest['chars']:,}", f"{ingest['gateway_s']:.1f}",
-             f"{ingest['gateway_docs_per_s']:.2f}", f"{ingest['gateway_chars_per_s']:,.0f}"],
-            ["retrieval bulk write (direct)", str(ingest["docs"]), f"{ingest['chars']:,}",
-             f"{ingest['direct_s']:.1f}", f"{ingest['docs'] / ingest['direct_s']:.2f}",
-             f"{ingest['docs'] * ingest['chars'] / ingest['direct_s']:,.0f}"]]),
-        "",
-        f"Where the direct write's time goes (the service's per-batch timings): embedding {ingest['embed_s']:.1f} s, "
-        f"Korean analysis {ingest['analyse_s']:.1f} s, the store {ingest['store_s']:.1f} s, the rest {other:.1f} s. "
-        "A document is still one point: its dense vector covers its first 512 tokens (passage chunking is not built "
-        "yet), so embedding a 20,000-character document costs what a 512-token one does.",
     ]
-    print(write_result("long_documents", "Long documents", body, {"analysis": rows, "ingest": ingest,
-                                                                   "ratio_pieces": ratio_pieces,
-                                                                   "ratio_whole": ratio_whole}, out=args.out))
+    figures: dict = {"ingest": ingests}
+    if rows:
+        base, last = rows[0], rows[-1]
+        ratio_pieces = last["pieces_us_per_char"] / base["pieces_us_per_char"]
+        ratio_whole = last["whole_us_per_char"] / base["whole_us_per_char"]
+        figures.update({"analysis": rows, "ratio_pieces": ratio_pieces, "ratio_whole": ratio_whole})
+        body += [
+            "## Analysis time per character",
+            "",
+            md_table(["characters", "whole text µs/char", "in pieces µs/char (the service)"],
+                     [[f"{r['chars']:,}", f"{r['whole_us_per_char']:.1f}", f"{r['pieces_us_per_char']:.1f}"]
+                      for r in rows]),
+            "",
+            f"20,000 / 2,000 characters per character: in pieces **{ratio_pieces:.2f}x** (target <= 1.5x: "
+            f"{'met' if ratio_pieces <= 1.5 else 'missed'}); whole, as before, {ratio_whole:.2f}x.",
+            "",
+        ]
+    table = []
+    for g in ingests:
+        table += [[g["layout"], "gateway job", str(g["docs"]), f"{g['chars']:,}", f"{g['gateway_s']:.1f}",
+                   f"{g['gateway_docs_per_s']:.2f}", f"{g['gateway_chars_per_s']:,.0f}",
+                   f"{g['index_kb_per_doc']:,.0f}"],
+                  [g["layout"], "retrieval bulk write (direct)", str(g["docs"]), f"{g['chars']:,}",
+                   f"{g['direct_s']:.1f}", f"{g['docs'] / g['direct_s']:.2f}",
+                   f"{g['docs'] * g['chars'] / g['direct_s']:,.0f}", ""]]
+    body += [
+        "## Ingest of long documents, by collection layout (side by side in this run)",
+        "",
+        md_table(["layout", "path", "documents", "characters each", "seconds", "docs/s", "characters/s",
+                  "index KB per document"], table),
+        "",
+        "Where each direct write's time goes (the service's per-batch timings): " + "; ".join(
+            f"{g['layout']}: embedding {g['embed_s']:.1f} s, Korean analysis {g['analyse_s']:.1f} s, the store "
+            f"{g['store_s']:.1f} s, the rest "
+            f"{max(0.0, g['direct_s'] - g['embed_s'] - g['analyse_s'] - g['store_s']):.1f} s" for g in ingests) + ".",
+        "",
+        "In the `document` layout (collections written before passages) a document is one point whose dense "
+        "vector covers its first 512 tokens, so embedding a 20,000-character document costs what a 512-token one "
+        "does; in the `passages` layout every passage is embedded, the whole text (plus the overlap) is.",
+    ]
+    print(write_result("long_documents", "Long documents", body, figures, out=args.out))
 
 
 if __name__ == "__main__":

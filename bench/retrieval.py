@@ -159,8 +159,8 @@ def quality(data: Path, model_dir: Path, revision: str) -> list[list[str]]:
 
 
 def synthetic_catalog(path: Path, n: int, revision: str, analyzer: KoreanAnalyzer, engine: str,
-                      seed: int = 7) -> None:
-    """Fill a local-mode catalog with ``n`` synthetic Korean product documents (random unit vectors)."""
+                      seed: int = 7, layout: str = "document") -> None:
+    """Fill a catalog with ``n`` synthetic short Korean product documents (random unit vectors), one point each."""
     rng = random.Random(seed)
     nouns = ("소설 에세이 여행 가이드 요리 레시피 개발자 면접 파이썬 데이터 분석 선물 향수 "
              "텀블러 이어폰 노트북 가방 캠핑 의자 동화 그림책 역사 경제 주식 투자 건강 운동 "
@@ -168,7 +168,7 @@ def synthetic_catalog(path: Path, n: int, revision: str, analyzer: KoreanAnalyze
     adjectives = ["가벼운", "튼튼한", "따뜻한", "시원한", "작은", "큰", "예쁜", "편한", "새로운", "인기"]
     store = open_store(str(path), engine)
     meta = store.create_catalog("bench", {"category": "keyword", "price": "integer"}, revision,
-                                analyzer.info.label(), 384, 12.0)
+                                analyzer.info.label(), 384, 12.0, layout)
     bm = Bm25(avg_doc_len=12.0)
     nprng = np.random.default_rng(seed)
     batch: list[StoredPoint] = []

@@ -223,6 +223,7 @@ class ReindexSummary:
     documents: int
     embedding_revision: str
     total_ns: int = 0
+    layout: str = ""  # the layout the collection now has
 
 
 def collection_from_proto(c: pb.CollectionInfo) -> Collection:
@@ -372,7 +373,7 @@ class AsyncRetrievalClient(HealthCheck):
                 s = event.summary
                 yield ReindexSummary(previous_collection=s.previous_collection, collection=s.collection,
                                      documents=s.documents, embedding_revision=s.embedding_revision,
-                                     total_ns=s.total_ns)
+                                     total_ns=s.total_ns, layout=s.layout)
 
     async def close(self) -> None:
         """Close the channel."""

@@ -74,7 +74,8 @@ class CatalogJobs:
                     await ctx.progress(done=event.done, total=event.total)
                 else:
                     return {"previous_collection": event.previous_collection, "collection": event.collection,
-                            "documents": event.documents, "embedding_revision": event.embedding_revision}
+                            "documents": event.documents, "embedding_revision": event.embedding_revision,
+                            "layout": event.layout}
         except MeshClientError as err:
             await ctx.progress(error=f"{err.code.name}: {err.message}")
         return None

@@ -33,6 +33,10 @@ class CollectionInfo(BaseModel):
     embedding_revision: str
     tokenizer: str
     fields: dict[str, str]
+    layout: str | None = Field(None, description="how documents are stored: `document` (one point each, a collection "
+                                                 "written before passages) or `passages:<chars>/<overlap>` (long "
+                                                 "documents cut into passages); a reindex moves a collection to the "
+                                                 "service's layout")
 
 
 MAX_FIELDS = 64  # filterable fields per collection: each is an index built on one database thread

@@ -19,7 +19,8 @@ from services.runtime.jobs import JobNotFound, JobRecord, Jobs, JobStoreUnavaila
 def collection_info(c: Collection) -> api.CollectionInfo:
     """The REST view of a collection."""
     return api.CollectionInfo(name=c.name, collection=c.collection, documents=c.documents,
-                              embedding_revision=c.embedding_revision, tokenizer=c.tokenizer, fields=dict(c.fields))
+                              embedding_revision=c.embedding_revision, tokenizer=c.tokenizer, fields=dict(c.fields),
+                              layout=c.layout)
 
 
 def job_view(r: JobRecord) -> api.Job:

@@ -63,7 +63,7 @@ class RetrievalSettings(ServiceSettings):
     dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion (when "
                                                                "a weighted request gives none)")
     passage_chars: int = Field(
-        600, ge=0, le=20000, description="documents longer than this (x1.25) are stored as passages of about this "
+        400, ge=0, le=20000, description="documents longer than this (x1.25) are stored as passages of about this "
                                          "many characters, cut at sentence ends; 0 stores one point per document. "
                                          "New collections and reindexes take it; a collection keeps its own")
     passage_overlap: int = Field(100, ge=0, description="characters of whole sentences consecutive passages share")

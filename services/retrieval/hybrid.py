@@ -47,15 +47,20 @@ class HybridSearcher:
 
     def __init__(self, store: CatalogStore) -> None:
         self.store = store
-        self._sizes: dict[str, tuple[int, float]] = {}
+        self._sizes: dict[str, tuple[int, int, float]] = {}
 
     def collection_size(self, collection: str) -> int:
         """Documents in the collection, counted at most every ``SIZE_TTL_S`` (only AUTO reads it, as log N)."""
-        size, when = self._sizes.get(collection, (0, -1e18))
+        return self._shape(collection)[0]
+
+    def _shape(self, collection: str) -> tuple[int, int]:
+        """(documents, points) of the collection, counted at most every ``SIZE_TTL_S``."""
+        docs, points, when = self._sizes.get(collection, (0, 0, -1e18))
         if time.monotonic() - when > self.SIZE_TTL_S:
-            size = self.store.count(collection)
-            self._sizes[collection] = (size, time.monotonic())
-        return size
+            points = self.store.count_points(collection)
+            docs = points - self.store.count_points(collection, later_passages=True)
+            self._sizes[collection] = (docs, points, time.monotonic())
+        return docs, points
 
     def search(self, collection: str, q: SearchQuery, mode: str, dense_vec: list[float] | None,
                sparse: SparseVector) -> list[ScoredDoc]:
@@ -100,7 +105,9 @@ class HybridSearcher:
         grouped = passages and q.group_by == "document"
         docs_wanted = leg_limit
         if grouped:
-            leg_limit = min(MAX_PASSAGE_FETCH, leg_limit * PASSAGE_FETCH)
+            docs, points = self._shape(collection)
+            if points > docs:  # some document has several passages (a catalog of short ones: no extra depth)
+                leg_limit = min(MAX_PASSAGE_FETCH, leg_limit * PASSAGE_FETCH)
         out = self._legs(collection, q, mode, dense_vec, sparse, leg_limit, passages)
         if grouped and leg_limit < MAX_PASSAGE_FETCH and any(
                 len(docs) == leg_limit and len({d.doc_id for d in docs}) < docs_wanted for docs in out.values()):

@@ -97,7 +97,7 @@ class RetrievalServicer:
                 yield pb.ReindexResponse(summary=pb.ReindexSummary(
                     previous_collection=event["previous_collection"], collection=event["collection"],
                     documents=event["documents"], embedding_revision=event["embedding_revision"],
-                    total_ns=event["total_ns"]))
+                    total_ns=event["total_ns"], layout=event["layout"]))
             else:
                 yield pb.ReindexResponse(progress=pb.ReindexProgress(done=event["done"], total=event["total"]))
             await asyncio.sleep(0)

@@ -86,12 +86,14 @@ def last_line(text: str) -> str:
 
 def start_process(module: str, *args: str, timeout_s: float = 120.0,
                   echo: Callable[[str], None] | None = None,
-                  python: str | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+                  python: str | None = None, env: dict[str, str] | None = None,
+                  cwd: Path | None = None) -> tuple[subprocess.Popen[str], int]:
     """Start the module in its own session and return the process and the port it reported.
 
-    ``env`` adds to (or overrides) this process's environment for the child.
+    ``env`` adds to (or overrides) this process's environment for the child; ``cwd`` (default: this
+    checkout) is where it runs, so another checkout's module can be started (a bench's baseline).
     """
-    proc = subprocess.Popen([python or sys.executable, "-m", module, *args], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([python or sys.executable, "-m", module, *args], cwd=cwd or ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env={**os.environ, **env} if env else None)
     assert proc.stdout is not None

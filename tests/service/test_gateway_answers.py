@@ -99,6 +99,27 @@ async def test_an_answer_cites_the_sentences_it_rests_on_and_numbers_naming_none
     assert out["usage"]["llm_calls"] == 1 and out["timings"]["search_ms"] > 0
 
 
+async def test_a_long_document_is_answered_from_the_passage_search_matched_and_cited_into_the_document(catalog):
+    from test_retrieval_passages import TARGET, long_text
+
+    text = long_text(target_at=4000, total=9000)
+    async with answering(catalog, [answer_json(True, "매달 보름에 산꼭대기에서 관찰합니다.", [1])]) as (http, _):
+        assert (await http.post("/v1/collections", json={"name": "manual", "fields": {}})).status_code == 201
+        job = (await http.post("/v1/collections/manual/documents", json={"documents": [
+            {"id": "handbook", "text": text, "payload": {"title": "사내 안내서"}}]})).json()
+        assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
+        r = await http.post("/v1/answers", json={"collection": "manual",
+                                                 "question": "천체 관측 동아리는 언제 토성의 고리를 관찰하나요?"})
+        assert r.status_code == 200, r.text
+        out = r.json()
+    p = out["passages"][0]
+    assert p["id"] == "handbook" and p["start"] > 3000 and p["end"] - p["start"] <= 500, \
+        "the passage search matched, not a window of the whole document"
+    assert text[p["start"]:p["end"]] == p["text"] and TARGET in p["text"]
+    c = out["citations"][0]
+    assert c["id"] == "handbook" and text[c["start"]:c["end"]] == c["text"] and c["start"] >= p["start"]
+
+
 async def test_the_model_saying_not_in_passages_is_answerable_false(catalog):
     async with answering(catalog, [answer_json(False, "", [])]) as (http, _):
         out = (await http.post("/v1/answers", json={"collection": "policies",

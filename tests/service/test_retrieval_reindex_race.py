@@ -215,6 +215,34 @@ async def test_write_that_cannot_be_kept_is_refused_as_retryable_then_succeeds_a
     assert await stored_ids(svc, "race-model") == {d[0] for d in [*CATALOG, *NEW_DOCS]}
 
 
+async def test_a_write_during_a_reindex_to_passages_is_cut_into_passages_when_replayed(mesh):
+    """A catalog written before passages: a write made while the reindex moves it is kept in the new layout."""
+    from services.retrieval.passages import DOCUMENT_LAYOUT, Layout
+
+    svc, stub, embedder = mesh
+    state = svc.retriever.state
+    layout, state.layout = state.layout, Layout(DOCUMENT_LAYOUT, 0, 0)
+    try:
+        before = await new_catalog(stub, "race-layout")
+    finally:
+        state.layout = layout
+    assert before.layout == "document"
+    long_text = " ".join(f"{i}번째 문장은 겨울 캠핑 장비를 고르는 방법을 설명합니다." for i in range(120))
+    copying = embedder.gate(reindex_chunk)
+    job = asyncio.ensure_future(reindex(stub, "race-layout"))
+    await copying.reached.wait()
+    ack = await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="race-layout", documents=docs(
+        [("long", long_text, "여행")])), timeout=60)
+    assert ack.upserted == 1
+    copying.opened.set()
+    assert (await job)[-1].summary.layout == layout.label()
+    meta = await state.meta("race-layout")
+    assert meta.layout == layout.label()
+    assert await stored_ids(svc, "race-layout") == {d[0] for d in CATALOG} | {"long"}
+    counts = svc.retriever.store.passage_counts(meta.collection, ["long", "c0"])
+    assert counts["long"] > 5 and counts["c0"] == 1, "replayed in the new layout, not copied as written"
+
+
 async def test_numbers_the_store_cannot_keep_are_refused_naming_the_field(mesh):
     """1e300 or 2**63 in an integer field, NaN in a payload or a range bound: INVALID_ARGUMENT, nothing written."""
     _, stub, _ = mesh
