@@ -63,9 +63,11 @@ class RetrievalSettings(ServiceSettings):
     dense_weight: float = Field(0.2, ge=0, le=1, description="default dense weight for weighted fusion (when "
                                                                "a weighted request gives none)")
     passage_chars: int = Field(
-        400, ge=0, le=20000, description="documents longer than this (x1.25) are stored as passages of about this "
+        600, ge=0, le=20000, description="documents longer than this (x1.25) are stored as passages of about this "
                                          "many characters, cut at sentence ends; 0 stores one point per document. "
-                                         "New collections and reindexes take it; a collection keeps its own")
+                                         "New collections and reindexes take it; a collection keeps its own "
+                                         "(600: chosen on the tune halves of long-ko and autorag-ko, "
+                                         "bench/results/passages.md)")
     passage_overlap: int = Field(100, ge=0, description="characters of whole sentences consecutive passages share")
 
     def layout(self) -> Layout:

@@ -28,7 +28,7 @@ class Layout:
     """How a catalog's documents become points; recorded with the catalog like its analyser and revision."""
 
     kind: str = PASSAGE_LAYOUT
-    chars: int = 400
+    chars: int = 600
     overlap: int = 100
 
     def label(self) -> str:

@@ -56,7 +56,7 @@ async def test_a_long_document_is_found_by_a_passage_past_its_first_page_one_hit
     text = long_text()
     async with retrieval_stub(tmp_path_factory.mktemp("passages"), embedding_service.port) as (_, stub):
         info = (await stub.CreateCollection(pb.CreateCollectionRequest(name="long"), timeout=30)).collection
-        assert info.layout == "passages:400/100"
+        assert info.layout == "passages:600/100"
         await stub.UpsertDocuments(pb.UpsertDocumentsRequest(collection="long", documents=docs(
             [("doc", text), *SHORT])), timeout=120)
         got = (await stub.GetCollection(pb.GetCollectionRequest(name="long"), timeout=10)).collection
@@ -75,7 +75,7 @@ async def test_a_long_document_is_found_by_a_passage_past_its_first_page_one_hit
                            group_by=pb.GROUP_BY_PASSAGE)
         ords = [h.passage.ordinal for h in out.hits if h.id == "doc"]
         assert len(ords) >= 2 and len(set(ords)) == len(ords), "several passages of one document, each once"
-        assert all(h.text == h.passage.text and len(h.text) <= 400 * 1.25 for h in out.hits if h.id == "doc")
+        assert all(h.text == h.passage.text and len(h.text) <= 600 * 1.25 for h in out.hits if h.id == "doc")
         assert TARGET in out.hits[0].text
 
         short = await search(stub, "제주도 여행 맛집", top_k=1)
@@ -122,7 +122,7 @@ async def test_a_collection_written_before_passages_is_served_as_it_is_and_a_rei
         events = [e async for e in stub.Reindex(pb.ReindexRequest(collection="long"), timeout=300)]
         assert events[-1].summary.documents == 5
         got = (await stub.GetCollection(pb.GetCollectionRequest(name="long"), timeout=10)).collection
-        assert got.layout == "passages:400/100" and got.documents == 5
+        assert got.layout == "passages:600/100" and got.documents == 5
         out = await search(stub, "망원경으로 토성 고리를 보는 천체 관측 동아리", mode=pb.SEARCH_MODE_DENSE, top_k=3)
         assert out.hits[0].id == "doc" and out.hits[0].passage.start > 2000 and out.hits[0].text == text
         out = await search(stub, "바다 거북 알 모래사장", top_k=1)
