@@ -137,6 +137,19 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
     ("/v1/chat/completions", "schema surrogate key", '{"model": "local", "messages": [{"role": "user", '
      '"content": "안녕"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": '
      '{"type": "object", "properties": {"\\ud800": {"type": "string"}}}}}}'),
+    ("/v1/chat/completions", "schema enum 20,000", json.dumps({"model": "local", "messages": [
+        {"role": "user", "content": "안녕"}], "response_format": {"type": "json_schema", "json_schema": {
+            "name": "a", "schema": {"type": "object", "properties": {"c": {"enum": [
+                f"v{i}" for i in range(20_000)]}}}}}})),
+    ("/v1/chat/completions", "schema minItems 5000", json.dumps({"model": "local", "messages": [
+        {"role": "user", "content": "안녕"}], "response_format": {"type": "json_schema", "json_schema": {
+            "name": "a", "schema": {"type": "object", "properties": {"c": {"type": "array", "minItems": 5000,
+                                                                            "items": {"type": "string"}}}}}}})),
+    ("/v1/chat/completions", "tool maxLength 10**6", json.dumps({"model": "local", "messages": [
+        {"role": "user", "content": "안녕"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"q": {"type": "string", "maxLength": 10**6}}}}}]})),
+    ("/v1/chat/completions", "stream_options without stream", json.dumps({"model": "local", "messages": [
+        {"role": "user", "content": "안녕"}], "stream_options": {"include_usage": True}})),
     ("/v1/embeddings", "257 inputs", json.dumps({"input": ["가"] * 257, "model": "intfloat/multilingual-e5-small"})),
     ("/v1/embeddings", "token ids", json.dumps({"input": [[1, 2, 3]], "model": "intfloat/multilingual-e5-small"})),
     ("/v1/embeddings", "dimensions 7", json.dumps({"input": "가", "model": "intfloat/multilingual-e5-small",

@@ -46,6 +46,10 @@ def unsupported(body: api.ChatCompletionRequest) -> None:
             body.response_format.json_schema is None or body.response_format.json_schema.schema_ is None):
         raise ApiError(400, "invalid_argument", "response_format json_schema needs json_schema.schema",
                        fields=[FieldError(field="response_format.json_schema", description="give a schema")])
+    if body.stream_options is not None and not body.stream:
+        # OpenAI answers so too: the options describe a stream this request did not ask for.
+        raise ApiError(400, "invalid_argument", "stream_options is only allowed when stream is true",
+                       fields=[FieldError(field="stream_options", description="only with stream: true")])
 
 
 def messages_of(body: api.ChatCompletionRequest) -> list[ChatMessage]:

@@ -20,7 +20,14 @@ from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import InvalidInput, Violation
-from services.reasoning.backends.base import BackendError, Chunk, ContextLengthExceeded, GenerationParams, LlmBackend
+from services.reasoning.backends.base import (
+    BackendError,
+    BackendRejected,
+    Chunk,
+    ContextLengthExceeded,
+    GenerationParams,
+    LlmBackend,
+)
 
 TTFT = Histogram("mesh_reasoning_ttft_seconds", "time to first token", ["backend"],
                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 30))
@@ -174,6 +181,10 @@ class Generator:
                     # The same prompt is as long for the next backend: the caller's to shorten, not failed over.
                     raise InvalidInput("the prompt is longer than the model's context",
                                        [Violation("messages", f"context_length_exceeded: {err}"[:300])]) from None
+                except BackendRejected as err:
+                    # The same request is as wrong for the next backend: the caller's, not "retry later".
+                    raise InvalidInput("the model server refused the request",
+                                       [Violation("request", str(err)[:300])]) from None
                 except BackendError as err:
                     last_kind, last_message = "backend_failed", str(err)
                     FAILURES.labels(backend.name, last_kind).inc()

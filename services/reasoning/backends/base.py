@@ -43,6 +43,14 @@ class ContextLengthExceeded(BackendError):
     """The backend refused the prompt as longer than its context: the caller's error, never failed over."""
 
 
+class BackendRejected(BackendError):
+    """The backend refused the request itself (an HTTP 4xx, or a grammar it could not build): the caller's error.
+
+    Another backend given the same request would refuse it too, so it is not failed over, and the
+    caller gets INVALID_ARGUMENT (400), not UNAVAILABLE (503, "retry").
+    """
+
+
 @dataclass
 class LlmBackend(abc.ABC):
     """A chat-completion backend. ``stream`` must release its request when the iterator is closed."""

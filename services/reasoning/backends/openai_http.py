@@ -11,6 +11,7 @@ import httpx
 from services.reasoning.backends.base import (
     INFLIGHT,
     BackendError,
+    BackendRejected,
     Chunk,
     ContextLengthExceeded,
     GenerationParams,
@@ -69,6 +70,8 @@ class OpenAIBackend(LlmBackend):
                     if resp.status_code == 400 and "context" in detail.lower():
                         # llama-server: "exceeds the available context size"; vLLM: "maximum context length"
                         raise ContextLengthExceeded(f"{self.name}: {detail}")
+                    if rejected(resp.status_code, detail):
+                        raise BackendRejected(f"{self.name}: HTTP {resp.status_code}: {detail}")
                     raise BackendError(f"{self.name}: HTTP {resp.status_code}: {detail}")
                 finished = False
                 finish_reason = None
@@ -117,3 +120,15 @@ class OpenAIBackend(LlmBackend):
     async def close(self) -> None:
         """Close the HTTP pool."""
         await self._http.aclose()
+
+
+def rejected(status: int, detail: str) -> bool:
+    """Whether an error answer refuses the request itself (the caller's), not the server being unwell.
+
+    A 4xx other than 408, 409 and 429; and a 500 whose text says the grammar or the samplers could
+    not be built (llama-server answers a schema it cannot compile so).
+    """
+    if 400 <= status < 500:
+        return status not in (408, 409, 429)
+    text = detail.lower()
+    return status == 500 and ("sampler" in text or "grammar" in text)

@@ -164,3 +164,25 @@ def test_a_schema_no_backend_could_be_sent_is_a_violation_naming_the_field(raw, 
     violations = []
     assert check_schema(raw, "tools[0].parameters", violations) is None
     assert violations[0].field == "tools[0].parameters" and why in violations[0].description
+
+
+def test_grammar_bounds_name_every_place_a_schema_passes_them():
+    from services.reasoning.completions import MAX_ENUM, grammar_violations
+
+    schema = {"type": "object", "properties": {
+        "city": {"enum": [str(i) for i in range(MAX_ENUM + 1)]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 10**6}, "minItems": 5000},
+        "fine": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 10}}}
+    got = {v.field for v in grammar_violations(schema, "response_format.json_schema")}
+    assert got == {"response_format.json_schema.properties.city.enum",
+                   "response_format.json_schema.properties.tags.minItems",
+                   "response_format.json_schema.properties.tags.items.maxLength"}
+    assert grammar_violations({"type": "object", "properties": {"a": {"type": "string", "maxLength": 200}}}, "s") == []
+
+
+def test_a_backends_refusal_is_told_from_its_being_unwell():
+    from services.reasoning.backends.openai_http import rejected
+
+    assert rejected(400, "bad schema") and rejected(422, "") and rejected(500, "Failed to initialize samplers")
+    assert not rejected(429, "") and not rejected(408, "") and not rejected(503, "loading model")
+    assert not rejected(500, "internal error")
