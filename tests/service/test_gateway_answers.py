@@ -113,7 +113,7 @@ async def test_a_long_document_is_answered_from_the_passage_search_matched_and_c
         assert r.status_code == 200, r.text
         out = r.json()
     p = out["passages"][0]
-    assert p["id"] == "handbook" and p["start"] > 3000 and p["end"] - p["start"] <= 500, \
+    assert p["id"] == "handbook" and p["start"] > 3000 and p["end"] - p["start"] <= 600 * 1.25, \
         "the passage search matched, not a window of the whole document"
     assert text[p["start"]:p["end"]] == p["text"] and TARGET in p["text"]
     c = out["citations"][0]
