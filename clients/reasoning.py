@@ -67,6 +67,7 @@ class Options:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    model: str = ""  # the backend model to ask for (a model route's); empty: the instance's own
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def options_to_proto(o: Options | None) -> pb.Options:
     t = o.timeouts
     out = pb.Options(max_tokens=o.max_tokens, timeouts=pb.Timeouts(
         first_token_s=t.first_token_s, generation_s=t.generation_s, total_s=t.total_s),
-        json_schema=json.dumps(o.json_schema) if o.json_schema is not None else "")
+        json_schema=json.dumps(o.json_schema) if o.json_schema is not None else "", model=o.model)
     if o.temperature is not None:
         out.temperature = o.temperature
     if o.top_p is not None:

@@ -10,6 +10,7 @@ from starlette.background import BackgroundTask
 
 from gateway.http import deadline
 from gateway.http.deadline import Deadline
+from gateway.http.disconnect import while_connected
 from gateway.http.errors import documented
 from gateway.openai_api import chat_protocol as chat
 from gateway.openai_api import protocol as api
@@ -47,15 +48,19 @@ async def chat_completions(body: chat.ChatCompletionRequest, request: Request, d
     `X-Session-ID` keeps a conversation on one reasoning instance (named in `X-Mesh-Reasoning-Instance`).
     Errors have OpenAI's shape.
     """
-    stream = await _completions(request).open(body, dl, x_session_id)
-    headers = {"X-Mesh-Reasoning-Instance": stream.target}
     if body.stream:
+        stream = await _completions(request).open(body, dl, x_session_id)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(stream.chunks(include_usage), media_type="text/event-stream",
                                  background=BackgroundTask(stream.release),
-                                 headers={"Cache-Control": "no-cache", **headers})
-    completion = await stream.whole()
-    return JSONResponse(completion.model_dump(), headers=headers)
+                                 headers={"Cache-Control": "no-cache", "X-Mesh-Reasoning-Instance": stream.target})
+
+    async def answer() -> tuple[str, chat.ChatCompletion]:
+        whole = await _completions(request).open(body, dl, x_session_id)  # buffered: the first event is the end
+        return whole.target, await whole.whole()
+
+    target, completion = await while_connected(request, answer())  # the client gone: the generation stops
+    return JSONResponse(completion.model_dump(), headers={"X-Mesh-Reasoning-Instance": target})
 
 
 @router.post("/v1/embeddings", response_model=api.EmbeddingsResponse, responses=ERRORS)

@@ -58,7 +58,7 @@ class Chat:
     async def chat(self, body: api.ChatRequest, deadline: Deadline) -> ChatStream:
         """Open a chat turn on the session's instance; started (first event in hand) or raised."""
         options = Options(max_tokens=body.max_tokens or 0, temperature=body.temperature,
-                          timeouts=self.pool.timeouts(deadline))
+                          timeouts=self.pool.timeouts(deadline), model=self.pool.model)
         history, kept = trim_history([Message(m.role, m.content) for m in body.history], body.history_policy,
                                      body.history_turns, self.history_tokens)
         target, client = self.pool.acquire(body.session_id)

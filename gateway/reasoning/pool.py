@@ -29,8 +29,10 @@ IN_FLIGHT = Gauge("mesh_gateway_reasoning_in_flight", "LLM calls holding a ring 
 class ReasoningPool:
     """Route a key (session or query) to a reasoning instance, with the stage deadlines of a call."""
 
-    def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings, route: str = "") -> None:
+    def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings, route: str = "",
+                 model: str = "") -> None:
         self.clients = clients
+        self.model = model  # the route's backend model: every call through this pool asks for it ('' = instances')
         self.ring = BoundedLoadRing(list(clients), epsilon=settings.reasoning_load_epsilon)
         self.settings = settings
         for target in self.ring.targets:  # the latest pool of a route and instance is the one reported

@@ -35,7 +35,7 @@ class Recommendations:
 
     async def reasons(self, body: api.RecommendRequest, found: SearchResponse, deadline: Deadline) -> Reasons:
         """One LLM call for every card's reasons, on the query's (or session's) instance."""
-        options = Options(timeouts=self.pool.timeouts(deadline))
+        options = Options(timeouts=self.pool.timeouts(deadline), model=self.pool.model)
         with self.pool.hold(body.session_id or body.query) as client:
             return await client.reasons(body.query, self.items(found), options=options,
                                                       timeout_s=deadline.check())
@@ -43,7 +43,7 @@ class Recommendations:
     async def reason_events(self, body: api.RecommendRequest, found: SearchResponse,
                             deadline: Deadline) -> AsyncGenerator[Reason | Usage, None]:
         """Each card's reason as soon as the instance knows it, then the usage (the ring slot held meanwhile)."""
-        options = Options(timeouts=self.pool.timeouts(deadline))
+        options = Options(timeouts=self.pool.timeouts(deadline), model=self.pool.model)
         with self.pool.hold(body.session_id or body.query) as client:
             stream = client.reasons_stream(body.query, self.items(found), options=options,
                                                          timeout_s=deadline.check())

@@ -29,8 +29,8 @@ class ModelRoutes:
 
     def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings) -> None:
         self.default = settings.default_model_route
-        self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings, name),
-                                        spec.model)
+        self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings, name,
+                                                             spec.model), spec.model)
                        for name, spec in settings.route_specs().items()}
 
     def names(self) -> list[str]:

@@ -24,7 +24,8 @@ class Summaries:
         """A summary within the summary deadline, or ``failed`` with an empty summary (bad input is a 400)."""
         key = body.session_id or uuid.uuid5(uuid.NAMESPACE_OID, body.text[:200]).hex
         total = min(self.summary_timeout_s, deadline.check())
-        options = Options(timeouts=Timeouts(total_s=total, first_token_s=total, generation_s=total))
+        options = Options(timeouts=Timeouts(total_s=total, first_token_s=total, generation_s=total),
+                          model=self.pool.model)
         start = time.perf_counter()
         with self.pool.hold(key) as client:
             try:

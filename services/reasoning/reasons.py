@@ -94,24 +94,24 @@ class ReasonWriter:
         return out
 
     async def write(self, query: str, items: list[ItemIn], *, max_tokens: int, temperature: float,
-                    timeouts: Timeouts) -> tuple[list[ReasonOut], Usage]:
+                    timeouts: Timeouts, model: str = "") -> tuple[list[ReasonOut], Usage]:
         """One call (two when the first answer is invalid), one more for cards that fail the checks."""
         validate_request(query, items)
         start = time.perf_counter()
         total = Usage(llm_calls=0)
         reasons = await self._generate(query, items, max_tokens=max_tokens, temperature=temperature,
-                                       timeouts=timeouts, total=total)
+                                       timeouts=timeouts, total=total, model=model)
         failing = self.check(query, items, reasons)
         by_id = {r.item_id: r for r in reasons}
         by_id.update(await self._regenerate(query, items, failing, start=start, timeouts=timeouts,
-                                            temperature=temperature, total=total))
+                                            temperature=temperature, total=total, model=model))
         out = [by_id[item.id] for item in items]
         for r in out:
             CARDS.labels(r.status).inc()
         return out, total
 
     async def stream(self, query: str, items: list[ItemIn], *, max_tokens: int, temperature: float,
-                     timeouts: Timeouts) -> AsyncIterator[ReasonOut | Usage]:
+                     timeouts: Timeouts, model: str = "") -> AsyncIterator[ReasonOut | Usage]:
         """The same cards as :meth:`write`, each as soon as it is known, then the usage.
 
         A card that passes its checks is yielded the moment its JSON object closes in the stream; the
@@ -127,6 +127,7 @@ class ReasonWriter:
         pending = {item.id: item for item in items}
         shown = 0
         async for item, reason in self._cards(query, items, pending, max_tokens=max_tokens, temperature=temperature,
+                                              model=model,
                                               timeouts=timeouts, total=total, failure=failure):
             found = self.check(query, items, [reason], subset=[item]) if reason else \
                 {item.id: [Finding("missing", "both", "short와 long을 모두 쓰세요")]}
@@ -149,6 +150,7 @@ class ReasonWriter:
             failure.clear()
             try:
                 async for item, reason in self._cards(query, items, redo, max_tokens=0, temperature=temperature,
+                                                      model=model,
                                                       timeouts=plan.timeouts, total=total, failure=failure,
                                                       notes=plan.notes):
                     found = self.check(query, items, [reason], subset=[item]) if reason else {}
@@ -170,7 +172,8 @@ class ReasonWriter:
 
     async def _cards(self, query: str, items: list[ItemIn], pending: dict[str, ItemIn], *, max_tokens: int,
                      temperature: float, timeouts: Timeouts, total: Usage, failure: list[Failed],
-                     notes: dict[str, list[str]] | None = None) -> AsyncIterator[tuple[ItemIn, ReasonOut | None]]:
+                     notes: dict[str, list[str]] | None = None, model: str = ""
+                     ) -> AsyncIterator[tuple[ItemIn, ReasonOut | None]]:
         """One streamed call for the ``pending`` items: each card as its JSON object closes.
 
         A card is popped from ``pending`` when it arrives (``None``: a field was empty), so what is left
@@ -181,7 +184,8 @@ class ReasonWriter:
         budget = max_tokens or min(2048, 64 + TOKENS_PER_ITEM * len(rows))
         messages = self.prompt(query, rows, False, notes)
         scanner = CardScanner()
-        async for event in self.generator.stream(messages, GenerationParams(budget, temperature, schema), timeouts):
+        async for event in self.generator.stream(messages, GenerationParams(budget, temperature, schema, model=model),
+                                                 timeouts):
             if isinstance(event, Delta):
                 for obj in scanner.feed(event.text):
                     item = pending.pop(str(obj.get("id")), None)
@@ -199,7 +203,7 @@ class ReasonWriter:
                     failure.append(event)
 
     async def _regenerate(self, query: str, items: list[ItemIn], failing: dict[str, list[Finding]], *,
-                          start: float, timeouts: Timeouts, temperature: float, total: Usage
+                          start: float, timeouts: Timeouts, temperature: float, total: Usage, model: str = ""
                           ) -> dict[str, ReasonOut]:
         """The failing cards after one more call naming their violations: regenerated or failed."""
         if not failing:
@@ -210,7 +214,7 @@ class ReasonWriter:
         if plan.timeouts is not None:
             try:
                 redone = await self._generate(query, redo, max_tokens=0, temperature=temperature,
-                                              timeouts=plan.timeouts, total=total, notes=plan.notes)
+                                              timeouts=plan.timeouts, total=total, notes=plan.notes, model=model)
             except (DeadlineExceeded, DependencyUnavailable, InvalidOutput) as err:
                 log.info("regenerating %d reason cards failed: %s", len(redo), err)
             else:
@@ -222,8 +226,8 @@ class ReasonWriter:
                 for item in redo}
 
     async def _generate(self, query: str, items: list[ItemIn], *, max_tokens: int, temperature: float,
-                        timeouts: Timeouts, total: Usage, notes: dict[str, list[str]] | None = None
-                        ) -> list[ReasonOut]:
+                        timeouts: Timeouts, total: Usage, notes: dict[str, list[str]] | None = None,
+                        model: str = "") -> list[ReasonOut]:
         """Reasons that follow the schema, in one call (two when the first answer breaks it)."""
         ids = [item.id for item in items]
         schema = reasons_schema(ids, self.rules.short_chars[1], self.rules.long_chars[1])
@@ -232,7 +236,7 @@ class ReasonWriter:
         problem = ""
         for attempt in range(2):
             messages = self.prompt(query, rows, attempt > 0, notes)
-            params = GenerationParams(budget, temperature if attempt == 0 else 0.0, schema)
+            params = GenerationParams(budget, temperature if attempt == 0 else 0.0, schema, model=model)
             result = await self.generator.complete(messages, params, timeouts)
             total.llm_calls += 1
             add_usage(total, result.usage)

@@ -57,7 +57,7 @@ class ReasoningServicer:
         if len(o.stop) > MAX_STOP or any(not x for x in o.stop):
             violations.append(Violation("options.stop", f"give at most {MAX_STOP} non-empty sequences"))
         return GenerationParams(max_tokens, temperature, schema, top_p=top_p, stop=tuple(o.stop),
-                                seed=o.seed if o.HasField("seed") else None)
+                                seed=o.seed if o.HasField("seed") else None, model=o.model)
 
     def _timeouts(self, o: pb.Options, violations: list[Violation], total_default: float | None = None) -> Timeouts:
         t = o.timeouts
@@ -167,7 +167,8 @@ class ReasoningServicer:
         if violations:
             raise InvalidInput("invalid reasons request", violations)
         return {"query": request.query, "items": [ItemIn(i.id, i.title, i.description) for i in request.items],
-                "max_tokens": request.options.max_tokens, "temperature": params.temperature, "timeouts": timeouts}
+                "max_tokens": request.options.max_tokens, "temperature": params.temperature, "timeouts": timeouts,
+                "model": params.model}
 
     async def _reasons(self, request, field: str = "") -> pb.GenerateReasonsResponse:
         args = self._reasons_args(request, field)
@@ -239,7 +240,7 @@ class ReasoningServicer:
         timeouts = self._timeouts(request.options, violations)
         if violations:
             raise InvalidInput("invalid complete request", violations)
-        params = dataclasses.replace(params, model=request.model)
+        params = dataclasses.replace(params, model=request.model or params.model)
         self._admit()
         self.inflight += 1
         try:

@@ -82,3 +82,26 @@ async def test_stream_options_without_stream_is_400(embedding_service):
                                                           "stream_options": {"include_usage": True}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "stream_options", r.text
     assert standin.requests == []
+
+
+async def test_a_route_that_differs_by_model_only_moves_chat_and_summaries(embedding_service):
+    """`model_routes` naming the same instances with another backend model: every feature asks for that model."""
+    import json as _json
+
+    standin = ChatStandIn([{"chunks": ["네, 알겠습니다."]}])
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            target = f"127.0.0.1:{svc.port}"
+            routes = _json.dumps({"local": {"targets": target}, "big": {"targets": target, "model": "big-model"}})
+            app = gateway_app(embedding_service.port, "127.0.0.1:1", reasoning_targets=target, model_routes=routes,
+                              default_model_route="local", chat_route="big", summaries_route="big")
+            async with asgi_client(app) as http:
+                r = await http.post("/v1/chat", json={"session_id": "s1", "message": "안녕하세요"})
+                assert r.status_code == 200, r.text
+                r = await http.post("/v1/summaries", json={"text": "회의는 내일 오전 열 시에 열립니다."})
+                assert r.status_code == 200, r.text
+                r = await http.post("/v1/chat/completions", json={"model": "local", "messages": USER})
+                assert r.status_code == 200, r.text
+    finally:
+        standin.close()
+    assert [q["model"] for q in standin.requests] == ["big-model", "big-model", "standin"]

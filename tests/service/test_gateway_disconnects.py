@@ -83,3 +83,24 @@ async def test_two_hundred_clients_leaving_mid_stream_give_every_ring_slot_back(
                 assert ring.load[target] == 0
     finally:
         standin.close()
+
+
+async def test_a_non_streamed_completion_stops_when_its_client_leaves(catalog):
+    """The client of a plain (JSON) chat completion times out and closes its connection: the slot comes back."""
+    standin = ChatStandIn([STALLED_ANSWER])
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            target = f"127.0.0.1:{svc.port}"
+            app = gateway_app(catalog[0], catalog[1], reasoning_targets=target, default_timeout_ms=30000)
+            async with serving(app) as base:
+                ring = app.state.mesh.routes.get("local").pool.ring
+                async with httpx.AsyncClient(base_url=base, timeout=1.0) as http:
+                    with pytest.raises(httpx.ReadTimeout):
+                        await http.post("/v1/chat/completions", json={
+                            "model": "local", "messages": [{"role": "user", "content": "안녕하세요"}]})
+                assert len(standin.requests) == 1
+                # The stand-in stalls for 30 s: only the client's leaving can end the call this soon.
+                await eventually_async(lambda: ring.load[target], lambda n: n == 0, timeout_s=5,
+                                       what="the slot of a completion whose client left")
+    finally:
+        standin.close()
