@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import jsonschema
 import openai
@@ -44,7 +46,8 @@ from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
 
 CASES = Path(__file__).parent / "data" / "llm_tool_cases.json"
-PARTS = ("conformance", "tools", "overhead", "concurrency", "standin")
+ARG_CASES = Path(__file__).parent / "data" / "llm_tool_args.json"
+PARTS = ("conformance", "tools", "arguments", "overhead", "concurrency", "standin")
 LEVELS = (1, 2, 4, 8, 16)
 SCHEMAS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "nested_object": ({
@@ -201,6 +204,74 @@ async def tools(client: Any, cases: Path = CASES) -> dict[str, Any]:
             "errors": sum(v["errors"] for v in kinds.values()), "details": details}
 
 
+def expected_date(spec: str, today: dt.date) -> str:
+    """An expected date of llm_tool_args.json (``today+N``, ``next:MM-DD``, ``nextweek:D``) on ``today``."""
+    if spec.startswith("today+"):
+        return (today + dt.timedelta(days=int(spec[6:]))).isoformat()
+    if spec.startswith("next:"):
+        month, day = (int(x) for x in spec[5:].split("-"))
+        d = dt.date(today.year, month, day)
+        return (d if d >= today else dt.date(today.year + 1, month, day)).isoformat()
+    if spec.startswith("nextweek:"):
+        monday = today - dt.timedelta(days=today.weekday()) + dt.timedelta(days=7)
+        return (monday + dt.timedelta(days=int(spec[9:]))).isoformat()
+    return spec
+
+
+def argument_right(name: str, want: Any, got: Any, today: dt.date) -> bool:
+    """One expected argument against the call's: dates resolved on ``today``, a city contained, else equal."""
+    if name == "date":
+        return isinstance(got, str) and got[:10] == expected_date(str(want), today)
+    if name == "city":
+        return isinstance(got, str) and str(want) in got
+    if isinstance(want, int | float) and isinstance(got, int | float):
+        return float(want) == float(got)
+    return bool(want == got)
+
+
+async def arguments(client: Any, split: str, cases: Path = ARG_CASES) -> dict[str, Any]:
+    """One split of llm_tool_args.json, ``tool_choice: auto``: right tool, no call when none, arguments right."""
+    data = json.loads(await asyncio.to_thread(cases.read_text, encoding="utf-8"))
+    today = dt.datetime.now(ZoneInfo("Asia/Seoul")).date()  # the reasoning service's default zone
+    kinds: dict[str, dict[str, int]] = {}
+    details = []
+    for case in data[split]:
+        k = kinds.setdefault(case["kind"], {"cases": 0, "right_tool": 0, "args_checked": 0, "args_right": 0,
+                                            "errors": 0})
+        k["cases"] += 1
+        try:
+            out = await client.chat.completions.create(model="local", temperature=0, max_tokens=160,
+                                                       tools=data["tools"], tool_choice="auto",
+                                                       messages=[{"role": "user", "content": case["text"]}])
+        except openai.APIStatusError as err:
+            k["errors"] += 1
+            details.append({"text": case["text"], "error": f"{err.status_code}"})
+            continue
+        calls = out.choices[0].message.tool_calls or []
+        got = calls[0].function.name if calls else None
+        k["right_tool"] += got == case["tool"]
+        args = json.loads(calls[0].function.arguments) if calls else {}
+        wrong = []
+        if case.get("args") and got == case["tool"]:
+            k["args_checked"] += 1
+            wrong = [n for n, v in case["args"].items() if not argument_right(n, v, args.get(n), today)]
+            k["args_right"] += not wrong
+        elif case.get("args"):
+            k["args_checked"] += 1  # the wrong tool (or none): its arguments are not right either
+            wrong = ["(tool)"]
+        details.append({"text": case["text"], "kind": case["kind"], "want": case["tool"], "got": got,
+                        "arguments": args, "wrong": wrong})
+    share = (lambda a, b: round(a / b, 3) if b else None)  # noqa: E731
+    tool_kinds = [v for n, v in kinds.items() if n != "none"]
+    none = kinds.get("none", {"cases": 0, "right_tool": 0})
+    return {"split": split, "today": today.isoformat(), "kinds": kinds, "cases": len(data[split]),
+            "right_tool_share": share(sum(v["right_tool"] for v in tool_kinds), sum(v["cases"] for v in tool_kinds)),
+            "no_call_share": share(none["right_tool"], none["cases"]),
+            "args_right_share": share(sum(v["args_right"] for v in kinds.values()),
+                                      sum(v["args_checked"] for v in kinds.values())),
+            "errors": sum(v["errors"] for v in kinds.values()), "details": details}
+
+
 async def overhead(direct: Any, gateway: Any, model: str, rounds: int) -> dict[str, Any]:
     """The same short calls directly and through the gateway, interleaved."""
     ttft: dict[str, list[float]] = {"direct": [], "gateway": []}
@@ -302,6 +373,21 @@ def markdown(figures: dict[str, Any]) -> list[str]:
                 md_table(["kind", "cases", "right", "calls made", "arguments valid", "errors"],
                          [[n, str(v["cases"]), str(v["right"]), str(v["calls"]), str(v["args_valid"]),
                            str(v["errors"])] for n, v in t["kinds"].items()]), ""]
+    for split, a in (figures.get("arguments") or {}).items():
+        out += [f"## Tool decisions and arguments (`tool_choice: auto`, bench/data/{ARG_CASES.name}, {split} split)",
+                "",
+                f"{a['cases']} cases, today {a['today']}: right tool {a['right_tool_share']:.1%} (target ≥ 95 %), "
+                f"no call when none is needed {a['no_call_share']:.1%} (target ≥ 90 %), **arguments right** "
+                f"(values checked, not the schema) {a['args_right_share']:.1%} (target ≥ 90 %); {a['errors']} errors.",
+                "", md_table(["kind", "cases", "right tool (none: no call)", "arguments checked", "arguments right",
+                              "errors"],
+                             [[n, str(v["cases"]), str(v["right_tool"]), str(v["args_checked"]), str(v["args_right"]),
+                               str(v["errors"])] for n, v in a["kinds"].items()]), "",
+                "Misses: " + ("; ".join(f"{d['text']} → {d.get('got')} "
+                                        f"{json.dumps(d.get('arguments'), ensure_ascii=False)}"
+                                        f" ({', '.join(d.get('wrong') or []) or 'tool'})"
+                                        for d in a["details"] if d.get("wrong") or d.get("error")
+                                        or d.get("got") != d.get("want")) or "none") + ".", ""]
     if o := figures.get("overhead"):
         out += ["## Gateway overhead over llama-server called directly (same prompt, interleaved)", "",
                 md_table(["path", "TTFT p50 ms", "total p50 ms (not streamed)"],
@@ -347,7 +433,8 @@ async def standin_overhead(rounds: int) -> dict[str, Any]:
         standin.close()
 
 
-async def run(parts: tuple[str, ...], rounds: int, cases: Path = CASES) -> dict[str, Any]:
+async def run(parts: tuple[str, ...], rounds: int, cases: Path = CASES,
+              splits: tuple[str, ...] = ("tune", "eval")) -> dict[str, Any]:
     """Start the LLM server, the reasoning service and a gateway; run the parts."""
     out: dict[str, Any] = {}
     if "standin" in parts:
@@ -373,6 +460,8 @@ async def run(parts: tuple[str, ...], rounds: int, cases: Path = CASES) -> dict[
                 out["conformance"] = await conformance(gateway)
             if "tools" in parts:
                 out["tools"] = await tools(gateway, cases)
+            if "arguments" in parts:
+                out["arguments"] = {split: await arguments(gateway, split) for split in splits}
             if "overhead" in parts:
                 out["overhead"] = await overhead(direct, gateway, llm.model, rounds)
             if "concurrency" in parts:
@@ -392,12 +481,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="results folder")
     parser.add_argument("--cases", type=Path, default=CASES, help="tool cases (bench/data/llm_tool_cases_tune.json "
                                                                   "tunes; the default reports)")
+    parser.add_argument("--splits", default="tune,eval", help="splits of llm_tool_args.json the arguments part runs")
     args = parser.parse_args(argv)
     parts = tuple(p for p in args.parts.split(",") if p)
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
-    figures = asyncio.run(run(parts, args.rounds, args.cases))
+    figures = asyncio.run(run(parts, args.rounds, args.cases, tuple(args.splits.split(","))))
     body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service and a gateway as "
             "processes on loopback; the official `openai` client against the gateway (and, for the overhead, the "
             "LLM server directly). Tool choices and response formats are decoded as schema-constrained output "

@@ -52,6 +52,11 @@ class GatewaySettings(BaseSettings):
                                               "the default route)")
     expand_timeout_s: float = Field(8.0, gt=0, le=120, description="deadline of writing derived queries (then the "
                                                                    "query alone is searched, marked)")
+    expand_min_s: float = Field(3.0, ge=0, le=120, description="the least time derived queries are given: a search "
+                                                               "whose deadline leaves less (half of it goes to "
+                                                               "them) is refused with 400 naming expand, never "
+                                                               "run with an option that cannot work (the embedded "
+                                                               "model needs about 2.5 s; bench/results/expand.md)")
     answers_route: str = Field("", description="model route of /v1/answers (empty: the default route)")
     answer_rewrite_timeout_s: float = Field(8.0, gt=0, le=120,
                                             description="deadline of rewriting a follow-up into a standalone question "

@@ -111,7 +111,8 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                   if redis_url else MemoryJobs(handlers, **options))
     routes = ModelRoutes(clients.reasoning, settings)
     search = Search(vectors, clients.retrieval, QueryExpander(routes, settings.route_of(settings.expand_route),
-                                                              settings.expand_timeout_s, settings.max_inflight_llm))
+                                                              settings.expand_timeout_s, settings.max_inflight_llm,
+                                                              settings.expand_min_s))
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 

@@ -8,12 +8,14 @@ searched alone and the response says why (``expansion.status: failed``).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 from prometheus_client import Counter
 
 from clients.reasoning import ChatMessage
 from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError, FieldError
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, structured
 from gateway.search import protocol as api
@@ -37,10 +39,12 @@ def schema(k: int) -> dict:
 class QueryExpander:
     """Derived queries on a model route, within their own deadline."""
 
-    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float, max_inflight: int = 0) -> None:
+    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float, max_inflight: int = 0,
+                 min_s: float = 0.0) -> None:
         self.routes = routes
         self.route = route
         self.timeout_s = timeout_s
+        self.min_s = min_s  # less than this for the LLM call: refused up front (400), not run to fail
         # Derived queries are LLM calls: capped like the other LLM groups (--max-inflight-llm), not by the
         # search cap they arrive under. Over the cap the search never waits: the query runs alone.
         self.slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
@@ -54,6 +58,11 @@ class QueryExpander:
         messages = [ChatMessage("system", SYSTEM),
                     ChatMessage("user", f"검색 요청: {query}\n같은 것을 찾는 다른 표현의 검색 질의 {want}개를 주세요.")]
         total = min(self.timeout_s, deadline.check() * 0.5)  # half the request's time at most: the search needs some
+        if total < self.min_s:
+            need_ms = math.ceil((self.min_s * 2 + 0.25) * 1000)  # a margin for the time spent before this check
+            why = (f"derived queries need {self.min_s:g} s of the model and get half of the request's deadline "
+                   f"({total:.1f} s here): send X-Request-Timeout-Ms of at least {need_ms}, or search without expand")
+            raise ApiError(400, "invalid_argument", why, fields=[FieldError(field="expand", description=why)])
 
         def outcome(status: str, derived: int, reason: str | None = None) -> api.Expansion:
             EXPANSIONS.labels(status).inc()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
+
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 
 from services.bootstrap.errors import Violation
@@ -91,6 +95,20 @@ def _tools(request, violations: list[Violation]) -> tuple[dict[str, ToolSpec], T
     return tools, mode
 
 
+TODAY_IN_SYSTEM = re.compile(r"(?:오늘|today)[^0-9\n]{0,20}(\d{4})-(\d{2})-(\d{2})", re.IGNORECASE)
+
+
+def reference_date(messages: list[MessageIn], zone: str) -> date:
+    """Today in ``zone``, unless the caller's system message names today's date (YYYY-MM-DD): the caller's wins."""
+    for m in messages:
+        if m.role == "system" and (found := TODAY_IN_SYSTEM.search(m.content)):
+            try:
+                return date(int(found[1]), int(found[2]), int(found[3]))
+            except ValueError:
+                pass
+    return datetime.now(ZoneInfo(zone)).date()
+
+
 def complete_plan(request, s: ReasoningSettings, violations: list[Violation]) -> Plan:
     """A CompleteRequest validated (violations collected) and planned: messages, schema, tools."""
     messages = _messages(request, s, violations)
@@ -106,7 +124,10 @@ def complete_plan(request, s: ReasoningSettings, violations: list[Violation]) ->
             answer_schema = check_schema(fmt.json_schema, "response_format.json_schema", violations)
     if request.options.json_schema:
         violations.append(Violation("options.json_schema", "not used by Complete; give response_format"))
-    plan = Plan(backend_messages(messages, tools, mode), tools=tools, tool_mode=mode, answer_schema=answer_schema)
+    today = reference_date(messages, s.time_zone)
+    plan = Plan(backend_messages(messages, tools, mode, today, s.time_zone), tools=tools, tool_mode=mode,
+                answer_schema=answer_schema,
+                user_text=next((m.content for m in reversed(messages) if m.role == "user"), ""), today=today)
     if plan.decodes_tools:
         plan.schema = tool_choice_schema(tools, mode, answer_schema)
     else:

@@ -23,11 +23,13 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Literal
 
 import jsonschema
 
 from services.bootstrap.errors import Violation
+from services.reasoning.arguments import correct
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TOOLS = 32
@@ -96,6 +98,8 @@ class Plan:
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     tool_mode: ToolMode = "none"
     answer_schema: dict[str, Any] | None = None  # the response format (None: text)
+    user_text: str = ""  # the last user message: tool arguments are checked against it (arguments.py)
+    today: date | None = None  # the reference date of date arguments
 
     @property
     def decodes_tools(self) -> bool:
@@ -114,12 +118,16 @@ class Plan:
         obj = parse_json(text)
         if not isinstance(obj, dict):
             raise AnswerInvalid("the answer is not a JSON object")
+        if obj.get("tool") == REPLY_TOOL and reply_as_tool(self.tools, self.tool_mode) and "answer" in obj:
+            obj = {"answer": obj["answer"]}
         if "tool" in obj:
             name = obj["tool"]
             if name not in self.tools or (self.tool_mode == "named" and name != next(iter(self.tools))):
                 raise AnswerInvalid(f"tool {name!r} is not one of {sorted(self.tools)}")
             arguments = obj.get("arguments", {})
             validate(arguments, self.tools[name].parameters, f"the arguments of {name}")
+            if self.today is not None:
+                arguments = correct(arguments, self.tools[name].parameters, self.user_text, self.today)
             return Decoded(tool_calls=(ToolCallOut("call_" + secrets.token_hex(12), name,
                                                    json.dumps(arguments, ensure_ascii=False)),))
         if "answer" in obj and self.tool_mode == "auto":
@@ -242,38 +250,80 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+REPLY_TOOL = "reply_directly"  # the answer branch under ``auto``, offered as one more tool (when no tool has the name)
+REPLY_DESCRIPTION = ("도구가 하는 일을 요청받지 않았을 때 직접 답한다: 인사, 감사, 잡담, 너(assistant)에 대한 질문, "
+                     "조언, 의견, 설명, 번역, 계산. Reply yourself when no tool does what was asked.")
+
+
+def reply_as_tool(tools: dict[str, ToolSpec], mode: ToolMode) -> bool:
+    """Whether the ``auto`` answer branch is offered as the pseudo-tool :data:`REPLY_TOOL` (its name is free)."""
+    return mode == "auto" and REPLY_TOOL not in tools
+
+
 def tool_choice_schema(tools: dict[str, ToolSpec], mode: ToolMode,
                        answer_schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The schema of a tool-choice answer: one branch per callable tool, plus the plain answer under ``auto``."""
+    """The schema of a tool-choice answer: one branch per callable tool, plus the answer under ``auto``.
+
+    Under ``auto`` the answer is one more choice of the same form, ``{"tool": "reply_directly",
+    "answer": ...}``: the model's first decision is then which of the listed names fits the request,
+    the reply among them, rather than the shape of the object (a small model preferred ``{"tool"``
+    whatever was asked: bench/results/llm_api_arguments.md).
+    """
     branches: list[dict[str, Any]] = [
         {"type": "object", "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
          "required": ["tool", "arguments"], "additionalProperties": False} for t in tools.values()]
     if mode == "auto":
-        branches.append({"type": "object", "properties": {"answer": answer_schema or {"type": "string"}},
-                         "required": ["answer"], "additionalProperties": False})
+        answer = answer_schema or {"type": "string"}
+        if reply_as_tool(tools, mode):
+            branches.append({"type": "object", "properties": {"tool": {"const": REPLY_TOOL}, "answer": answer},
+                             "required": ["tool", "answer"], "additionalProperties": False})
+        else:
+            branches.append({"type": "object", "properties": {"answer": answer}, "required": ["answer"],
+                             "additionalProperties": False})
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-def tool_instructions(tools: dict[str, ToolSpec], mode: ToolMode) -> str:
-    """What the model is told about the tools and the answer's form."""
-    listing = json.dumps([{"name": t.name, "description": t.description, "parameters": t.parameters}
-                          for t in tools.values()], ensure_ascii=False)
-    lines = ["You can call these tools (JSON):", listing, "",
+WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def tool_instructions(tools: dict[str, ToolSpec], mode: ToolMode, today: date | None = None,
+                      zone: str = "") -> str:
+    """What the model is told about the tools, the answer's form, today's date and Korean amounts."""
+    listed = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools.values()]
+    reply = reply_as_tool(tools, mode)
+    if reply:
+        listed.append({"name": REPLY_TOOL, "description": REPLY_DESCRIPTION,
+                       "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}}})
+    lines = ["You can call these tools (JSON):", json.dumps(listed, ensure_ascii=False), "",
              "Reply with exactly one JSON object:",
              '- {"tool": "<tool name>", "arguments": {...}} to call a tool; the arguments follow its parameters '
              "and take their values from the conversation;"]
-    if mode == "auto":
+    if reply:
+        lines.append(f'- {{"tool": "{REPLY_TOOL}", "answer": "<reply>"}} when no tool does what the user asked, or '
+                     "a tool result already holds it.")
+        lines.append("Pick the tool whose description matches the request.")
+    elif mode == "auto":
         lines.append('- {"answer": "<reply>"} to reply to the user yourself, when no tool is needed or a tool '
                      "result already holds what the user asked.")
     elif mode == "required":
         lines.append("You must call one of the tools.")
     else:
         lines.append(f"You must call the tool {next(iter(tools))}.")
+    lines.append("Korean amounts: 천 = 1,000, 만 = 10,000, 억 = 100,000,000 (5만 원 = 50000, 1억 2천만 원 = "
+                 "120000000); a currency is the one the user names (원 = KRW, 달러 = USD, 유로 = EUR, 엔 = JPY).")
+    if today is not None:
+        lines.append(f"Today is {today.isoformat()} ({WEEKDAY_NAMES[today.weekday()]}{', ' + zone if zone else ''}):"
+                     " dates without a year are the coming ones; write dates as YYYY-MM-DD.")
     return "\n".join(lines)
 
 
-def backend_messages(messages: list[MessageIn], tools: dict[str, ToolSpec], mode: ToolMode) -> list[dict[str, str]]:
-    """The conversation for any chat template: tool calls as the answer JSON, tool results as user turns."""
+def backend_messages(messages: list[MessageIn], tools: dict[str, ToolSpec], mode: ToolMode,
+                     today: date | None = None, zone: str = "") -> list[dict[str, str]]:
+    """The conversation for any chat template: tool calls as the answer JSON, tool results as user turns.
+
+    With tools, the instructions (and today's date) follow the caller's own system message, which
+    comes first: what it says (another date, say) is read before them.
+    """
     out: list[dict[str, str]] = []
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     for m in messages:
@@ -287,7 +337,7 @@ def backend_messages(messages: list[MessageIn], tools: dict[str, ToolSpec], mode
         else:
             out.append({"role": m.role, "content": m.content})
     if tools and mode != "none":
-        note = tool_instructions(tools, mode)
+        note = tool_instructions(tools, mode, today, zone)
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + note}
         else:

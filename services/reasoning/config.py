@@ -33,9 +33,16 @@ class ReasoningSettings(ServiceSettings):
                                       description="adds Gemini (google-genai) as the last backend when set")
     gemini_model: str = Field("gemini-2.5-flash", description="Gemini model")
     first_token_timeout_s: float = Field(5.0, gt=0, le=600, description="default first-token deadline")
+    prefill_tokens_per_s: float = Field(
+        110.0, ge=0, description="prompt tokens the backend reads per second: the first-token deadline of a call "
+                                 "grows by its prompt's estimated tokens at this rate (the embedded model on two "
+                                 "cores: ~110); 0: no allowance (a GPU backend reads thousands per second)")
     generation_timeout_s: float = Field(20.0, gt=0, le=600, description="default generation deadline")
     total_timeout_s: float = Field(30.0, gt=0, le=600, description="default deadline of a whole call")
     summary_timeout_s: float = Field(5.0, gt=0, le=600, description="deadline of a summary (no retry)")
+    time_zone: str = Field("Asia/Seoul", description="the zone of 'today' told to the model with tools and used "
+                                                     "to check date arguments (a system message naming today's "
+                                                     "date as YYYY-MM-DD wins)")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
     max_tokens_limit: int = Field(2048, ge=1, description="largest max_tokens a request may ask for")
     max_prompt_chars: int = Field(20000, ge=1, description="longest prompt, message or text accepted")

@@ -73,7 +73,8 @@ async def create_reasoning_service(
     """Create (not start) the service; ``backends`` overrides the ones built from settings (tests)."""
     generator = Generator(backends or make_backends(settings),
                           Timeouts(settings.first_token_timeout_s, settings.generation_timeout_s,
-                                   settings.total_timeout_s), PriceTable(settings.prices_json))
+                                   settings.total_timeout_s), PriceTable(settings.prices_json),
+                          settings.prefill_tokens_per_s)
     placeholder = ReasoningServicer(generator, settings, "")
     # Names are unique per position: two backends may share a display name.
     probes = [Dependency(f"llm[{i}] {b.name}", b.probe) for i, b in enumerate(generator.backends)]

@@ -61,9 +61,10 @@ async def answering(catalog, script: list[dict], embedding: int | None = None, r
     try:
         async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True,
                                      **(reasoning or {})) as svc:
-            # The relevance decision is off unless a test sets it: the model under test is the scripted one.
+            # The relevance decision is off unless a test sets it: the model under test is the scripted one,
+            # which answers at once (so derived queries need no minimum budget either).
             app = gateway_app(embedding or catalog[0], catalog[1], reasoning_targets=f"127.0.0.1:{svc.port}",
-                              **{"answer_min_relevance": 0.0, **settings})
+                              **{"answer_min_relevance": 0.0, "expand_min_s": 0.0, **settings})
             async with asgi_client(app) as http:
                 yield http, standin
     finally:
@@ -289,6 +290,17 @@ async def test_bad_input_is_a_4xx_naming_the_field(catalog, body, status, field)
 
 
 # Derived queries (search `expand`, recommendations) on the same stand-in LLM.
+
+async def test_expand_on_a_deadline_too_short_for_the_model_is_refused_up_front(catalog):
+    async with answering(catalog, [{"chunks": ['{"queries": ["연차 넘기기", "휴가 이월"]}']}],
+                         expand_min_s=3.0) as (http, standin):
+        r = await http.post("/v1/search", json={"collection": "policies", "query": "연차 이월", "expand": {"n": 3}})
+        assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "expand", r.text
+        assert "6250" in r.json()["error"]["message"] and standin.requests == []
+        r = await http.post("/v1/search", headers={"X-Request-Timeout-Ms": "6250"},
+                            json={"collection": "policies", "query": "연차 이월", "expand": {"n": 3}})
+        assert r.status_code == 200 and r.json()["expansion"]["status"] == "ok", r.text
+
 
 async def test_expand_searches_the_query_and_the_derived_ones(catalog):
     script = [{"chunks": [json.dumps({"queries": ["남은 휴가 넘기기", "연차 이월 한도"]}, ensure_ascii=False)]}]

@@ -207,6 +207,18 @@ async def test_first_token_timeout(standins):
     assert events[0].error.kind == pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT
 
 
+async def test_the_first_token_stage_allows_for_reading_a_long_prompt(standins):
+    """A cold 1,200-character prompt read at 1,000 tokens/s may take ~1.2 s before its first token is due."""
+    prompt = "도구 설명과 스키마가 긴 프롬프트. " * 60
+    opts = pb.Options(timeouts=pb.Timeouts(first_token_s=0.5, total_s=10))
+    stub, _ = await standins([{"first_delay_s": 1.0, "chunks": ["늦었지만", " 답"]}], prefill_tokens_per_s=1000)
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt=prompt, options=opts)))
+    assert [e.WhichOneof("event") for e in events][-1] == "done"
+    stub, _ = await standins([{"first_delay_s": 1.0, "chunks": ["늦음"]}], prefill_tokens_per_s=0)
+    events = await collect(stub.Generate(pb.GenerateRequest(prompt=prompt, options=opts)))
+    assert events[-1].error.kind == pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT, "without the allowance: the 0.5 s stage"
+
+
 async def test_generation_timeout_after_the_first_token_never_looks_complete(standins):
     stub, (s,) = await standins([{"chunks": ["하나", "둘", "셋"], "stall_after": 1}])
     opts = pb.Options(timeouts=pb.Timeouts(first_token_s=2, generation_s=0.5, total_s=5))

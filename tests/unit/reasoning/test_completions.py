@@ -45,10 +45,11 @@ def plan(mode="auto", tools=TOOLS, answer_schema=None) -> Plan:
 
 def test_the_auto_schema_admits_each_tool_with_its_arguments_or_an_answer_and_nothing_else():
     schema = tool_choice_schema(TOOLS, "auto", None)
-    ok = [{"tool": "get_weather", "arguments": {"city": "서울"}}, {"answer": "안녕하세요"},
+    ok = [{"tool": "get_weather", "arguments": {"city": "서울"}}, {"tool": "reply_directly", "answer": "안녕하세요"},
           {"tool": "search_books", "arguments": {"query": "파이썬", "limit": 3}}]
     bad = [{"tool": "get_weather", "arguments": {}}, {"tool": "delete_all", "arguments": {}},
-           {"tool": "get_weather", "arguments": {"city": "서울", "unit": "k"}}, {"answer": 3}, {"other": 1}]
+           {"tool": "get_weather", "arguments": {"city": "서울", "unit": "k"}}, {"answer": 3}, {"other": 1},
+           {"answer": "도구 없이"}, {"tool": "reply_directly", "arguments": {}}]
     for value in ok:
         jsonschema.validate(value, schema)
     for value in bad:
@@ -56,6 +57,15 @@ def test_the_auto_schema_admits_each_tool_with_its_arguments_or_an_answer_and_no
             jsonschema.validate(value, schema)
     assert {"answer": "x"} not in [b.get("properties") for b in tool_choice_schema(TOOLS, "required", None)["anyOf"]]
     assert tool_choice_schema({"get_weather": WEATHER}, "named", None)["properties"]["tool"] == {"const": "get_weather"}
+
+
+def test_the_reply_is_one_more_choice_among_the_tools_and_decodes_to_text():
+    assert plan().decode('{"tool": "reply_directly", "answer": "안녕하세요"}').content == "안녕하세요"
+    listed = backend_messages([MessageIn("user", "안녕")], TOOLS, "auto")[0]["content"]
+    assert '"name": "reply_directly"' in listed
+    taken = {**TOOLS, "reply_directly": WEATHER}  # a caller's own tool of that name: the plain answer form
+    assert {"answer": "네"} in [{"answer": "네"} for b in tool_choice_schema(taken, "auto", None)["anyOf"]
+                               if b["required"] == ["answer"]]
 
 
 def test_a_tool_call_decodes_to_an_id_a_name_and_arguments_as_json_text():

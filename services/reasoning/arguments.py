@@ -1,0 +1,135 @@
+"""Tool arguments checked against what the user wrote: amounts, currencies and dates are read by code.
+
+The model proposes the call; code checks the values a small model gets wrong and a parser gets
+right, and puts right what it can prove (the change must still satisfy the tool's schema):
+
+- **amounts**: a money-like number parameter (its name or description says price, budget, amount,
+  cost, 가격, 예산, 금액, 원 ...) whose value is not an amount the user wrote, but is that amount's
+  leading number (``5`` of ``5만 원``) or a power-of-ten fraction of it (``5000`` of ``5만 원``),
+  takes the amount (``50000``) — one candidate only, else it stands;
+- **currencies**: a currency parameter (name or description: currency, from, to, source, target,
+  통화) takes the currency of the amount the user wrote (``from``/``source``/``base``) or the one
+  they convert to (``달러로``: ``to``/``target``/``quote``);
+- **dates**: a date parameter (``format: date``/``date-time``, or its name or description says
+  date, day, 날짜, 일자) whose value is not the date the user's phrase names against the reference
+  date (``12월 15일``, ``다음 주 화요일``, ``내일``) takes that date (the time of a date-time kept).
+
+Every correction is counted (``mesh_reasoning_argument_corrections_total{kind}``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+import jsonschema
+from prometheus_client import Counter
+
+from services.runtime.korean.amounts import Amount, amounts, currencies
+from services.runtime.korean.dates import scan
+
+CORRECTIONS = Counter("mesh_reasoning_argument_corrections_total",
+                      "Tool-call arguments code put right against the user's words", ["kind"])
+
+MONEY = re.compile(r"price|budget|amount|cost|money|fee|salary|pay|won|krw|usd|eur"
+                   r"|가격|예산|금액|비용|원\b|만\s*원|급여", re.IGNORECASE)
+CURRENCY = re.compile(r"currency|통화|화폐", re.IGNORECASE)
+FROM = re.compile(r"from|source|base|sell|원래|보내", re.IGNORECASE)
+TO = re.compile(r"(?<![a-z])to(?![a-z])|target|quote|buy|into|바꿀|받을", re.IGNORECASE)
+DATE = re.compile(r"date|day|deadline|when|날짜|일자|일시|기한", re.IGNORECASE)
+ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+START = re.compile(r"start|begin|from|since|시작", re.IGNORECASE)
+END = re.compile(r"end|until|to(?![a-z])|finish|마감|종료|끝", re.IGNORECASE)
+
+
+def _about(name: str, schema: dict[str, Any]) -> str:
+    return f"{name} {schema.get('title', '')} {schema.get('description', '')}"
+
+
+def _amount_fix(value: float, found: list[Amount]) -> float | None:
+    """The amount ``value`` was meant to be (a unit or a power of ten lost), when exactly one fits."""
+    if any(a.value == value for a in found) or value <= 0:
+        return None
+    fits = {a.value for a in found if a.lead == value
+            or (a.value > value and (a.value / value) in (10.0, 100.0, 1000.0, 10000.0))}
+    return fits.pop() if len(fits) == 1 else None
+
+
+def _currency_fix(name: str, schema: dict[str, Any], value: str, text: str) -> str | None:
+    named, to = currencies(text)
+    written = [a.currency for a in amounts(text) if a.currency]
+    want: str | None = None
+    if TO.search(name) and to:
+        want = to
+    elif FROM.search(name) and written:
+        want = next((c for c in written if c != to), written[0])
+    elif not TO.search(name) and not FROM.search(name) and len(named) == 1:
+        want = named[0]
+    if want is None or want == value.upper():
+        return None
+    allowed = schema.get("enum")
+    if allowed is not None and want not in allowed:
+        lowered = [v for v in allowed if isinstance(v, str) and v.upper() == want]
+        return lowered[0] if lowered else None
+    return want if value.isupper() or not value else want.lower() if value.islower() else want
+
+
+def _date_fix(name: str, value: str, text: str, today: date) -> str | None:
+    m = ISO_DATE.match(value)
+    spans = scan(text, today)
+    if not m or not spans:
+        return None
+    s = spans[0]
+    target = s.start.day
+    if END.search(name) and not START.search(name):
+        target = (s.end or (spans[1].start if len(spans) > 1 else s.start)).day
+    try:
+        given = date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        return target.isoformat() + value[10:]
+    if given == target:
+        return None
+    return target.isoformat() + value[10:]
+
+
+def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: str,
+            today: date) -> dict[str, Any]:
+    """``arguments`` with what code can prove put right (the tool's ``parameters`` still hold); else as given."""
+    props = parameters.get("properties") or {}
+    if not user_text or not isinstance(arguments, dict) or not isinstance(props, dict):
+        return arguments
+    found = amounts(user_text)
+    out = dict(arguments)
+    changed: list[str] = []
+    for name, value in arguments.items():
+        schema = props.get(name)
+        if not isinstance(schema, dict):
+            continue
+        kind = schema.get("type")
+        about = _about(name, schema)
+        fixed: Any = None
+        what = ""
+        if kind in ("integer", "number") and isinstance(value, int | float) and not isinstance(value, bool):
+            if found and MONEY.search(about):
+                fixed, what = _amount_fix(float(value), found), "amount"
+                if fixed is not None and kind == "integer":
+                    fixed = int(fixed) if float(fixed).is_integer() else None
+        elif kind == "string" and isinstance(value, str):
+            if CURRENCY.search(about) or ("enum" in schema and all(
+                    isinstance(v, str) and re.fullmatch(r"[A-Za-z]{3}", v) for v in schema["enum"])):
+                fixed, what = _currency_fix(name, schema, value, user_text), "currency"
+            elif schema.get("format") in ("date", "date-time") or DATE.search(about):
+                fixed, what = _date_fix(name, value, user_text, today), "date"
+        if fixed is not None and fixed != value:
+            out[name] = fixed
+            changed.append(what)
+    if not changed:
+        return arguments
+    try:
+        jsonschema.validate(out, parameters, cls=jsonschema.Draft202012Validator)
+    except jsonschema.ValidationError:
+        return arguments  # a correction the tool's schema refuses is not made
+    for what in changed:
+        CORRECTIONS.labels(what).inc()
+    return out

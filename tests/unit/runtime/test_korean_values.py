@@ -1,0 +1,80 @@
+"""Korean amounts and dates read by code (services/runtime/korean), and tool arguments checked against them."""
+
+from datetime import date
+
+import pytest
+
+from services.reasoning.arguments import correct
+from services.runtime.korean.amounts import amounts, currencies
+from services.runtime.korean.dates import scan
+
+TODAY = date(2026, 12, 5)  # a Saturday
+
+
+@pytest.mark.parametrize(("text", "value", "currency", "bound"), [
+    ("5만 원 이하 선물 추천해 줘", 50_000, "KRW", "max"),
+    ("1억 2천만 원짜리 아파트", 120_000_000, "KRW", None),
+    ("예산은 12만5천원", 125_000, "KRW", None),
+    ("3천원 정도", 3_000, "KRW", "about"),
+    ("50,000원 넘는 책", 50_000, "KRW", "min"),
+    ("1.5만원", 15_000, "KRW", None),
+    ("만 원대 향수", 10_000, "KRW", "about"),
+    ("$20 가방", 20, "USD", None),
+    ("100유로를 달러로 바꾸면", 100, "EUR", None),
+])
+def test_amounts_as_korean_writes_them(text, value, currency, bound):
+    found = amounts(text)
+    assert [(a.value, a.currency, a.bound) for a in found] == [(value, currency, bound)]
+
+
+def test_numbers_that_are_not_money_are_not_amounts():
+    assert amounts("책 3권, 2026년, 5명") == []
+
+
+def test_currencies_named_and_the_one_converted_to():
+    assert currencies("100유로를 달러로 바꾸면 얼마야") == (["EUR", "USD"], "USD")
+    assert currencies("엔화로 50달러 환전") == (["JPY", "USD"], "JPY")
+    assert currencies("원하는 엔진이 불가능") == ([], None)
+
+
+def test_dates_resolve_against_the_reference_date():
+    assert scan("12월 15일 오후 3시", TODAY)[0].start.day == date(2026, 12, 15)
+    assert scan("다음 주 화요일", TODAY)[0].start.day == date(2026, 12, 8)
+    assert scan("내일", TODAY)[0].start.day == date(2026, 12, 6)
+    assert scan("1월 3일", TODAY)[0].start.day == date(2027, 1, 3), "a date without a year is the coming one"
+
+
+GIFTS = {"type": "object", "properties": {
+    "query": {"type": "string"}, "max_price": {"type": "integer", "description": "최대 가격(원)"},
+    "max_results": {"type": "integer", "minimum": 1, "maximum": 20}}, "required": ["query"]}
+FX = {"type": "object", "properties": {"amount": {"type": "number"},
+                                       "from_currency": {"type": "string", "enum": ["KRW", "USD", "EUR", "JPY"]},
+                                       "to_currency": {"type": "string", "enum": ["KRW", "USD", "EUR", "JPY"]}}}
+CAL = {"type": "object", "properties": {"title": {"type": "string"}, "date": {"type": "string", "format": "date"}}}
+
+
+def test_an_amount_read_ten_times_too_small_is_put_right_and_a_count_is_left_alone():
+    got = correct({"query": "선물", "max_price": 5000, "max_results": 5}, GIFTS, "5만 원 이하 선물 5개", TODAY)
+    assert got == {"query": "선물", "max_price": 50000, "max_results": 5}
+    assert correct({"query": "선물", "max_price": 5}, GIFTS, "5만 원 이하 선물", TODAY)["max_price"] == 50000
+    same = {"query": "선물", "max_price": 50000}
+    assert correct(same, GIFTS, "5만 원 이하 선물", TODAY) is same
+
+
+def test_currencies_follow_the_users_words():
+    got = correct({"amount": 100, "from_currency": "KRW", "to_currency": "USD"}, FX, "100유로를 달러로 바꾸면?",
+                  TODAY)
+    assert got == {"amount": 100, "from_currency": "EUR", "to_currency": "USD"}
+
+
+def test_a_date_in_the_wrong_year_takes_the_date_the_phrase_names():
+    got = correct({"title": "면접", "date": "2023-12-15"}, CAL, "12월 15일에 면접 일정 넣어 줘", TODAY)
+    assert got["date"] == "2026-12-15"
+    got = correct({"title": "회의", "date": "2023-05-02"}, CAL, "다음 주 화요일 회의", TODAY)
+    assert got["date"] == "2026-12-08"
+    assert correct({"title": "x", "date": "2026-12-15"}, CAL, "12월 15일", TODAY)["date"] == "2026-12-15"
+
+
+def test_a_correction_the_schema_refuses_is_not_made():
+    tight = {"type": "object", "properties": {"price": {"type": "integer", "maximum": 10000}}}
+    assert correct({"price": 5000}, tight, "5만 원짜리", TODAY) == {"price": 5000}
