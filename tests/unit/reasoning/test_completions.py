@@ -196,3 +196,16 @@ def test_a_backends_refusal_is_told_from_its_being_unwell():
     assert rejected(400, "bad schema") and rejected(422, "") and rejected(500, "Failed to initialize samplers")
     assert not rejected(429, "") and not rejected(408, "") and not rejected(503, "loading model")
     assert not rejected(500, "internal error")
+
+
+def test_today_is_the_zones_unless_the_callers_system_message_names_it():
+    from datetime import date, datetime
+    from zoneinfo import ZoneInfo
+
+    from services.reasoning.complete_request import reference_date
+
+    said = [MessageIn("system", "너는 비서야. 오늘은 2025-03-01이야."), MessageIn("user", "내일 회의 잡아 줘")]
+    assert reference_date(said, "Asia/Seoul") == date(2025, 3, 1)
+    assert reference_date(said[1:], "Asia/Seoul") == datetime.now(ZoneInfo("Asia/Seoul")).date()
+    listed = backend_messages(said, TOOLS, "auto", date(2025, 3, 1), "Asia/Seoul")[0]["content"]
+    assert listed.startswith("너는 비서야.") and "Today is 2025-03-01 (Saturday, Asia/Seoul)" in listed
