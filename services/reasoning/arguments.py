@@ -12,7 +12,16 @@ right, and puts right what it can prove (the change must still satisfy the tool'
   they convert to (``달러로``: ``to``/``target``/``quote``);
 - **dates**: a date parameter (``format: date``/``date-time``, or its name or description says
   date, day, 날짜, 일자) whose value is not the date the user's phrase names against the reference
-  date (``12월 15일``, ``다음 주 화요일``, ``내일``) takes that date (the time of a date-time kept).
+  date (``12월 15일``, ``다음 주 화요일``, ``내일``) takes that date (the time of a date-time kept);
+- **times**: a time parameter (``format: time``, an ``HH:MM`` pattern, or its name says time or
+  시각) takes the time the user wrote (``밤 11시`` is 23:00, ``오전 11시 반`` 11:30);
+- **the only amount**: when the user wrote exactly one amount and the call has exactly one
+  money-like parameter, that parameter is the amount (``2만5천원 정도``: 25000, whatever the
+  model wrote).
+
+:func:`grounded` is the other check: whether a call's required arguments come from the
+conversation at all (a greeting answered with a weather lookup for a city nobody named is not a
+call the user asked for).
 
 Every correction is counted (``mesh_reasoning_argument_corrections_total{kind}``).
 """
@@ -20,6 +29,7 @@ Every correction is counted (``mesh_reasoning_argument_corrections_total{kind}``
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import date
 from typing import Any
 
@@ -27,7 +37,7 @@ import jsonschema
 from prometheus_client import Counter
 
 from services.runtime.korean.amounts import Amount, amounts, currencies
-from services.runtime.korean.dates import scan
+from services.runtime.korean.dates import _time_at, scan
 
 CORRECTIONS = Counter("mesh_reasoning_argument_corrections_total",
                       "Tool-call arguments code put right against the user's words", ["kind"])
@@ -38,6 +48,8 @@ CURRENCY = re.compile(r"currency|통화|화폐", re.IGNORECASE)
 FROM = re.compile(r"from|source|base|sell|원래|보내", re.IGNORECASE)
 TO = re.compile(r"(?<![a-z])to(?![a-z])|target|quote|buy|into|바꿀|받을", re.IGNORECASE)
 DATE = re.compile(r"date|day|deadline|when|날짜|일자|일시|기한", re.IGNORECASE)
+TIME = re.compile(r"(?<![a-z])time(?![a-z])|시각|시간", re.IGNORECASE)
+HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
 START = re.compile(r"start|begin|from|since|시작", re.IGNORECASE)
 END = re.compile(r"end|until|to(?![a-z])|finish|마감|종료|끝", re.IGNORECASE)
@@ -93,6 +105,21 @@ def _date_fix(name: str, value: str, text: str, today: date) -> str | None:
     return target.isoformat() + value[10:]
 
 
+def _time_fix(value: str, text: str) -> str | None:
+    if not HHMM.match(value):
+        return None
+    found = _time_at(text)
+    if found is None:
+        return None
+    written = found[0].strftime("%H:%M")
+    return written if written != value else None
+
+
+def _is_time(name: str, schema: dict[str, Any]) -> bool:
+    pattern = str(schema.get("pattern", ""))
+    return schema.get("format") == "time" or "[0-9]{2}:[0-9]{2}" in pattern or bool(TIME.search(name))
+
+
 def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: str,
             today: date) -> dict[str, Any]:
     """``arguments`` with what code can prove put right (the tool's ``parameters`` still hold); else as given."""
@@ -102,6 +129,9 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
     found = amounts(user_text)
     out = dict(arguments)
     changed: list[str] = []
+    money_params = [n for n, v in arguments.items() if isinstance(props.get(n), dict)
+                    and props[n].get("type") in ("integer", "number") and isinstance(v, int | float)
+                    and not isinstance(v, bool) and MONEY.search(_about(n, props[n]))]
     for name, value in arguments.items():
         schema = props.get(name)
         if not isinstance(schema, dict):
@@ -113,12 +143,16 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
         if kind in ("integer", "number") and isinstance(value, int | float) and not isinstance(value, bool):
             if found and MONEY.search(about):
                 fixed, what = _amount_fix(float(value), found), "amount"
+                if fixed is None and len(found) == 1 and money_params == [name] and found[0].value != value:
+                    fixed = found[0].value  # the only amount written, the only money parameter
                 if fixed is not None and kind == "integer":
                     fixed = int(fixed) if float(fixed).is_integer() else None
         elif kind == "string" and isinstance(value, str):
             if CURRENCY.search(about) or ("enum" in schema and all(
                     isinstance(v, str) and re.fullmatch(r"[A-Za-z]{3}", v) for v in schema["enum"])):
                 fixed, what = _currency_fix(name, schema, value, user_text), "currency"
+            elif _is_time(name, schema):
+                fixed, what = _time_fix(value, user_text), "time"
             elif schema.get("format") in ("date", "date-time") or DATE.search(about):
                 fixed, what = _date_fix(name, value, user_text, today), "date"
         if fixed is not None and fixed != value:
@@ -133,3 +167,43 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
     for what in changed:
         CORRECTIONS.labels(what).inc()
     return out
+
+
+def _squash(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _grounded_value(name: str, schema: dict[str, Any], value: Any, text: str, squashed: str, today: date) -> bool:
+    """Whether one argument's value comes from the user's words (a date phrase, an amount, a word written)."""
+    if isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, int | float):
+        numbers = {a.value for a in amounts(text)} | {float(n.replace(",", "")) for n in
+                                                      re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+        return float(value) in numbers
+    if not isinstance(value, str):
+        return True
+    if schema.get("format") in ("date", "date-time") or DATE.search(_about(name, schema)) and ISO_DATE.match(value):
+        return bool(scan(text, today))
+    if _is_time(name, schema) and HHMM.match(value):
+        return _time_at(text) is not None
+    if CURRENCY.search(_about(name, schema)) or re.fullmatch(r"[A-Z]{3}", value):
+        return value.upper() in currencies(text)[0] or (currencies(text)[1] or "") == value.upper()
+    words = [w for w in re.findall(r"[0-9A-Za-z가-힣]+", value) if len(w) >= 2 or w.isdigit()]
+    return not words or any(_squash(w[:2] if len(w) > 2 and re.match(r"[가-힣]", w) else w) in squashed
+                            for w in words)
+
+
+def grounded(arguments: dict[str, Any], parameters: dict[str, Any], user_text: str, today: date) -> bool:
+    """Whether a call's required arguments come from the user's words: at least one of them does.
+
+    A call none of whose required arguments the user gave (a weather lookup for a city nobody named,
+    a gift for a recipient and a budget nobody mentioned) is the model reaching for a tool where
+    the user asked for none. A call without required arguments is grounded.
+    """
+    props = parameters.get("properties") or {}
+    required = [n for n in parameters.get("required") or [] if n in arguments]
+    if not required or not user_text:
+        return True
+    squashed = _squash(user_text)
+    return any(_grounded_value(n, props.get(n) or {}, arguments[n], user_text, squashed, today) for n in required)

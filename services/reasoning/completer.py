@@ -13,7 +13,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from services.reasoning.backends.base import GenerationParams
-from services.reasoning.completions import AnswerInvalid, Decoded, Plan, ToolCallOut, regeneration_note
+from services.reasoning.completions import (
+    AnswerInvalid,
+    Decoded,
+    Plan,
+    ToolCallOut,
+    Ungrounded,
+    regeneration_note,
+)
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage, add_usage
 
 MIN_REGENERATION_S = 1.0  # less than this left of the total deadline: no second answer is tried
@@ -64,6 +71,10 @@ class Completer:
             else:
                 try:
                     decoded = plan.decode(final.text)
+                except Ungrounded as err:
+                    # A call nobody asked for: the second answer may only reply (never a 502 for it).
+                    error = str(err)
+                    call = dataclasses.replace(call, json_schema=plan.reply_schema())
                 except AnswerInvalid as err:
                     error = str(err)
                 else:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import jsonschema
 
 from services.bootstrap.errors import Violation
-from services.reasoning.arguments import correct
+from services.reasoning.arguments import correct, grounded
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TOOLS = 32
@@ -41,6 +41,13 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 class AnswerInvalid(ValueError):
     """The model's structured answer does not parse or does not follow its schema."""
+
+
+UNGROUNDED_PREFIX = "ungrounded: "
+
+
+class Ungrounded(AnswerInvalid):
+    """A tool call (under ``auto``) none of whose required arguments the user gave: answered directly instead."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,12 @@ class Plan:
     user_text: str = ""  # the last user message: tool arguments are checked against it (arguments.py)
     today: date | None = None  # the reference date of date arguments
 
+    def reply_schema(self) -> dict[str, Any]:
+        """The ``auto`` answer's branch alone: what a call the user did not ask for is answered with instead."""
+        return {"type": "object", "properties": {"tool": {"const": REPLY_TOOL},
+                                                 "answer": self.answer_schema or {"type": "string"}},
+                "required": ["tool", "answer"], "additionalProperties": False}
+
     @property
     def decodes_tools(self) -> bool:
         """True when the answer is a tool-choice object to decode (never streamed as it is written)."""
@@ -128,6 +141,10 @@ class Plan:
             validate(arguments, self.tools[name].parameters, f"the arguments of {name}")
             if self.today is not None:
                 arguments = correct(arguments, self.tools[name].parameters, self.user_text, self.today)
+                if self.tool_mode == "auto" and reply_as_tool(self.tools, self.tool_mode) and not grounded(
+                        arguments, self.tools[name].parameters, self.user_text, self.today):
+                    raise Ungrounded(f"{UNGROUNDED_PREFIX}none of the required arguments of {name} comes from "
+                                     "the user's words")
             return Decoded(tool_calls=(ToolCallOut("call_" + secrets.token_hex(12), name,
                                                    json.dumps(arguments, ensure_ascii=False)),))
         if "answer" in obj and self.tool_mode == "auto":
@@ -365,5 +382,8 @@ def _merge_same_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def regeneration_note(error: str, plan: Plan) -> dict[str, str]:
     """The user turn asking for one more answer after ``error``."""
+    if error.startswith(UNGROUNDED_PREFIX):
+        return {"role": "user", "content": f"No tool fits what I asked ({error.removeprefix(UNGROUNDED_PREFIX)}). "
+                                           f'Reply to me directly with {{"tool": "{REPLY_TOOL}", "answer": ...}}.'}
     form = "one JSON object in the form described above" if plan.decodes_tools else "JSON following the schema"
     return {"role": "user", "content": f"Your last reply was not valid ({error}). Reply again with {form}."}

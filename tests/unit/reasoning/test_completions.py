@@ -209,3 +209,36 @@ def test_today_is_the_zones_unless_the_callers_system_message_names_it():
     assert reference_date(said[1:], "Asia/Seoul") == datetime.now(ZoneInfo("Asia/Seoul")).date()
     listed = backend_messages(said, TOOLS, "auto", date(2025, 3, 1), "Asia/Seoul")[0]["content"]
     assert listed.startswith("너는 비서야.") and "Today is 2025-03-01 (Saturday, Asia/Seoul)" in listed
+
+
+async def test_a_call_none_of_whose_required_arguments_the_user_gave_is_answered_directly(completer_for):
+    from datetime import date
+
+    standin, completer = completer_for(['{"tool": "get_weather", "arguments": {"city": "Seoul"}}',
+                                        '{"tool": "reply_directly", "answer": "반가워요! 저는 잘 지내요."}'])
+    p = plan()
+    p.user_text, p.today = "안녕! 오늘 하루 어땠어?", date(2026, 12, 5)
+    out = await events(completer, p, buffered=False)
+    assert not any(isinstance(e, ToolCalls) for e in out)
+    assert isinstance(out[-1], Finished) and out[-1].text == "반가워요! 저는 잘 지내요."
+    assert standin.requests[1]["response_format"]["schema"]["properties"]["tool"] == {"const": "reply_directly"}
+    assert "No tool fits" in standin.requests[1]["messages"][-1]["content"]
+
+
+def test_grounding_and_the_values_code_reads():
+    from datetime import date
+
+    from services.reasoning.arguments import correct, grounded
+
+    today = date(2026, 12, 5)
+    weather = TOOLS["get_weather"].parameters
+    assert not grounded({"city": "Seoul"}, weather, "안녕! 오늘 하루 어땠어?", today)
+    assert grounded({"city": "부산"}, weather, "부산 날씨 어때?", today)
+    gift = {"type": "object", "required": ["recipient", "budget_krw"], "properties": {
+        "recipient": {"type": "string"}, "budget_krw": {"type": "integer"}}}
+    assert grounded({"recipient": "친구", "budget_krw": 10000}, gift, "만 원짜리 교환용 선물", today)
+    assert not grounded({"recipient": "친구", "budget_krw": 50000}, gift, "면접에서 약점을 물으면?", today)
+    assert correct({"recipient": "동료", "budget_krw": 50000}, gift, "2만5천원 정도로 동료 선물", today)[
+        "budget_krw"] == 25000, "the only amount written, the only money parameter"
+    event = {"type": "object", "properties": {"time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
+    assert correct({"time": "23:11"}, event, "12월 31일 밤 11시에 일정", today) == {"time": "23:00"}
