@@ -99,7 +99,8 @@ class ChatStandIn(_LoopbackServer):
                         self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                         self.wfile.flush()
                     end = {"choices": [{"index": 0, "delta": {},
-                                        "finish_reason": None if plan.get("no_finish") else "stop"}],
+                                        "finish_reason": None if plan.get("no_finish")
+                                        else plan.get("finish_reason", "stop")}],
                            "usage": {"prompt_tokens": 11, "completion_tokens": len(plan.get("chunks", ["네"]))}}
                     self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     self.wfile.flush()

@@ -19,6 +19,7 @@ from services.reasoning.completions import (
     Plan,
     ToolCallOut,
     Ungrounded,
+    cut_reply,
     regeneration_note,
 )
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage, add_usage
@@ -65,6 +66,13 @@ class Completer:
             add_usage(total, final.usage)
             if isinstance(final, Failed):
                 yield dataclasses.replace(final, usage=total)
+                return
+            cut = cut_reply(final.text) if final.finish_reason == "length" and plan.decodes_tools else None
+            if cut is not None and plan.tool_mode == "auto":
+                # A direct reply cut at max_tokens: returned cut, finish_reason "length", as a plain answer is.
+                if cut:
+                    yield Delta(cut)
+                yield Finished("length", total, cut)
                 return
             if final.finish_reason == "length" and (plan.schema is not None):
                 error = f"the answer was cut at max_tokens ({params.max_tokens}) before its JSON closed"

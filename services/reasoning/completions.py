@@ -43,6 +43,7 @@ class AnswerInvalid(ValueError):
     """The model's structured answer does not parse or does not follow its schema."""
 
 
+REPLY_TOOL = "reply_directly"  # the answer branch under ``auto``, offered as one more tool (when no tool has the name)
 UNGROUNDED_PREFIX = "ungrounded: "
 
 
@@ -158,6 +159,47 @@ class Plan:
         raise AnswerInvalid('the answer has neither "tool" nor an allowed "answer"')
 
 
+_REPLY_OPENING = re.compile(r'^\s*\{\s*(?:"tool"\s*:\s*"' + REPLY_TOOL + r'"\s*,\s*)?"answer"\s*:\s*"')
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def cut_reply(text: str) -> str | None:
+    """The text of a direct reply cut at max_tokens inside its JSON string (None when ``text`` is not one).
+
+    A plain answer cut at max_tokens is returned cut, with ``finish_reason: length`` (as OpenAI does);
+    a direct reply under ``auto`` is the same answer inside ``{"tool": "reply_directly", "answer": "``,
+    so it is read back out instead of failing as JSON that never closed.
+    """
+    m = _REPLY_OPENING.match(text)
+    if m is None:
+        return None
+    out: list[str] = []
+    i = m.end()
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            break
+        if ch == "\\":
+            if i + 1 >= len(text):
+                break
+            nxt = text[i + 1]
+            if nxt == "u":
+                if i + 6 > len(text):
+                    break
+                try:
+                    out.append(chr(int(text[i + 2:i + 6], 16)))
+                except ValueError:
+                    break
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def parse_json(text: str) -> Any:
     """``text`` as JSON (raises :class:`AnswerInvalid`)."""
     try:
@@ -267,7 +309,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-REPLY_TOOL = "reply_directly"  # the answer branch under ``auto``, offered as one more tool (when no tool has the name)
 REPLY_DESCRIPTION = ("도구가 하는 일을 요청받지 않았을 때 직접 답한다: 인사, 감사, 잡담, 너(assistant)에 대한 질문, "
                      "조언, 의견, 설명, 번역, 계산. Reply yourself when no tool does what was asked.")
 

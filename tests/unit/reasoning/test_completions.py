@@ -242,3 +242,16 @@ def test_grounding_and_the_values_code_reads():
         "budget_krw"] == 25000, "the only amount written, the only money parameter"
     event = {"type": "object", "properties": {"time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
     assert correct({"time": "23:11"}, event, "12월 31일 밤 11시에 일정", today) == {"time": "23:00"}
+
+
+async def test_a_direct_reply_cut_at_max_tokens_is_returned_cut_not_failed():
+    standin = ChatStandIn([{"chunks": ['{"tool": "reply_directly", "answer": "도커는 컨테이너를', ' 돌리고'],
+                            "finish_reason": "length"}])
+    try:
+        generator = Generator([OpenAIBackend("standin", standin.url, "m", schema_format="json_object")],
+                              Timeouts(), PriceTable())
+        out = await events(Completer(generator), plan(), buffered=False)
+    finally:
+        standin.close()
+    assert isinstance(out[-1], Finished) and out[-1].finish_reason == "length"
+    assert out[-1].text == "도커는 컨테이너를 돌리고" and out[-1].usage.llm_calls == 1
