@@ -38,11 +38,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.expand", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--skip", type=int, default=0, help="start at this query of the set (a tune run takes "
+                                                             "the first ones, a report run the next)")
+    parser.add_argument("--min-s", type=float, default=None,
+                        help="the gateway's expand_min_s for this run (default: its setting's default)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     data = json.loads(DATA.read_text(encoding="utf-8"))
-    queries = [q["query"] for q in data["queries"][:args.queries]]
-    min_s = GatewaySettings.model_fields["expand_min_s"].default
+    queries = [q["query"] for q in data["queries"][args.skip:args.skip + args.queries]]
+    min_s = args.min_s if args.min_s is not None else GatewaySettings.model_fields["expand_min_s"].default
     timeout_ms = int((min_s * 2 + 0.25) * 1000)
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-expand-"))
     procs: list = []
@@ -53,7 +57,8 @@ def main() -> None:
         rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url)
         procs.append(rs)
         gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
-                                    f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}")
+                                    f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",
+                                    "--expand-min-s", str(min_s))
         procs.append(gw)
         base = f"http://127.0.0.1:{gw_port}"
         ingest(base, data["passages"])
@@ -90,7 +95,8 @@ def main() -> None:
         if row["expansion"] != "ok":
             reasons[str(row["reason"])] = reasons.get(str(row["reason"]), 0) + 1
     body_lines = [
-        f"- {len(rows)} queries of paraphrase-ko, `expand: {{\"n\": 3}}`, `X-Request-Timeout-Ms: {timeout_ms}` (half "
+        f"- {len(rows)} queries of paraphrase-ko (from its query {args.skip}), `expand: {{\"n\": 3}}`, "
+        f"`X-Request-Timeout-Ms: {timeout_ms}` (half "
         f"of it, {timeout_ms / 2000:.2f} s, is the derived queries' budget; `expand_min_s` {min_s:g}); the embedded "
         "model on two cores, default settings otherwise.",
         "",
@@ -107,9 +113,10 @@ def main() -> None:
         f"Target: `expand` succeeds ≥ 95 % within its stated budget on the embedded model, or is refused up front: "
         f"{'met' if share >= 0.95 and refusal_ok else 'see the figures'}.",
     ]
-    print(write_result("expand", "Derived queries on the embedded model", body_lines,
+    name = "expand" if args.min_s is None else f"expand_min{args.min_s:g}"
+    print(write_result(name, "Derived queries on the embedded model", body_lines,
                        {"rows": rows, "ok_share": share, "added_ms_p50": added, "refused_status": refused.status_code,
-                        "timeout_ms": timeout_ms}, out=args.out))
+                        "timeout_ms": timeout_ms, "min_s": min_s, "skip": args.skip}, out=args.out))
 
 
 if __name__ == "__main__":

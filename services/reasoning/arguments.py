@@ -194,16 +194,33 @@ def _grounded_value(name: str, schema: dict[str, Any], value: Any, text: str, sq
                             for w in words)
 
 
-def grounded(arguments: dict[str, Any], parameters: dict[str, Any], user_text: str, today: date) -> bool:
-    """Whether a call's required arguments come from the user's words: at least one of them does.
+def _readable(name: str, schema: dict[str, Any], value: Any) -> bool:
+    """Whether an argument is of a kind code reads from text: a date, a time, an amount of money, a currency."""
+    about = _about(name, schema)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return bool(MONEY.search(about))
+    if not isinstance(value, str):
+        return False
+    return (schema.get("format") in ("date", "date-time") or bool(DATE.search(about) and ISO_DATE.match(value))
+            or (_is_time(name, schema) and bool(HHMM.match(value)))
+            or bool(CURRENCY.search(about)))
 
-    A call none of whose required arguments the user gave (a weather lookup for a city nobody named,
-    a gift for a recipient and a budget nobody mentioned) is the model reaching for a tool where
-    the user asked for none. A call without required arguments is grounded.
+
+def grounded(arguments: dict[str, Any], parameters: dict[str, Any], user_text: str, today: date) -> bool:
+    """Whether a call's required arguments come from the user's words.
+
+    Not when none of them does (a weather lookup for a city nobody named, a gift for a recipient
+    and a budget nobody mentioned), nor when a required value of a kind code reads — a date, a
+    time, an amount, a currency — is nowhere in what the user wrote (a calendar entry for a résumé
+    question, dated today by the model): that value was invented, and the user is better asked or
+    answered than served a call they did not make. A call without required arguments is grounded.
     """
     props = parameters.get("properties") or {}
     required = [n for n in parameters.get("required") or [] if n in arguments]
     if not required or not user_text:
         return True
     squashed = _squash(user_text)
-    return any(_grounded_value(n, props.get(n) or {}, arguments[n], user_text, squashed, today) for n in required)
+    found = {n: _grounded_value(n, props.get(n) or {}, arguments[n], user_text, squashed, today) for n in required}
+    if not any(found.values()):
+        return False
+    return all(found[n] for n in required if _readable(n, props.get(n) or {}, arguments[n]))

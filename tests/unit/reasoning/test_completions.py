@@ -255,3 +255,20 @@ async def test_a_direct_reply_cut_at_max_tokens_is_returned_cut_not_failed():
         standin.close()
     assert isinstance(out[-1], Finished) and out[-1].finish_reason == "length"
     assert out[-1].text == "도커는 컨테이너를 돌리고" and out[-1].usage.llm_calls == 1
+
+
+def test_a_required_date_or_amount_the_user_never_wrote_makes_the_call_ungrounded():
+    from datetime import date
+
+    from services.reasoning.arguments import grounded
+
+    event = {"type": "object", "required": ["title", "date"], "properties": {
+        "title": {"type": "string"}, "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                                              "description": "YYYY-MM-DD"}}}
+    today = date(2026, 12, 5)
+    assert not grounded({"title": "개발자 소개", "date": "2026-12-05"}, event, "이력서 첫 문장 다듬어 줘: 저는 개발자입니다",
+                        today)
+    assert grounded({"title": "치과 예약", "date": "2026-12-20"}, event, "12월 20일에 치과 예약 일정 넣어 줘", today)
+    gift = {"type": "object", "required": ["recipient", "budget_krw"], "properties": {
+        "recipient": {"type": "string"}, "budget_krw": {"type": "integer"}}}
+    assert not grounded({"recipient": "엄마", "budget_krw": 50000}, gift, "엄마 선물 추천해 줘", today)
