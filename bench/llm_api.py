@@ -13,6 +13,11 @@ overhead, at the LLM server directly). One run, in this order:
 2. **tools**: the cases of ``bench/data/llm_tool_cases.json`` (44 Korean requests, six tools, eight
    needing none), ``tool_choice: auto``: the right tool, arguments valid against the tool's schema,
    no call when none is needed; per case kind. Nothing was tuned on these cases.
+2b. **arguments**: the splits of ``bench/data/llm_tool_args.json`` (tool cases carrying the argument
+   values they must have — Korean amounts, currencies, dates and times against today, plain values —
+   and cases needing no call), ``tool_choice: auto``: right tool, no call when none is needed, and
+   **arguments right** (each listed value checked, not the schema), per kind and split; the file
+   says which split tuned what.
 3. **overhead**: the same short prompt (8 tokens, temperature 0) on the LLM server directly and through
    the gateway, interleaved: TTFT (streamed) and total (not streamed) p50 and their difference.
 5. **standin**: the overhead of 3 again, against a scripted stand-in server that answers at once

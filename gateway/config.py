@@ -52,11 +52,12 @@ class GatewaySettings(BaseSettings):
                                               "the default route)")
     expand_timeout_s: float = Field(8.0, gt=0, le=120, description="deadline of writing derived queries (then the "
                                                                    "query alone is searched, marked)")
-    expand_min_s: float = Field(3.0, ge=0, le=120, description="the least time derived queries are given: a search "
+    expand_min_s: float = Field(5.0, ge=0, le=120, description="the least time derived queries are given: a search "
                                                                "whose deadline leaves less (half of it goes to "
                                                                "them) is refused with 400 naming expand, never "
                                                                "run with an option that cannot work (the embedded "
-                                                               "model needs about 2.5 s; bench/results/expand.md)")
+                                                               "model took at most 3.7 s on bench/results/"
+                                                               "expand_min8.md, which chose 5)")
     answers_route: str = Field("", description="model route of /v1/answers (empty: the default route)")
     answer_rewrite_timeout_s: float = Field(8.0, gt=0, le=120,
                                             description="deadline of rewriting a follow-up into a standalone question "
@@ -156,6 +157,13 @@ class GatewaySettings(BaseSettings):
         table = json.loads(self.model_routes)
         return {name: RouteSpec(name, _targets(str(spec.get("targets", ""))), str(spec.get("model", "")))
                 for name, spec in table.items()}
+
+    @model_validator(mode="after")
+    def _expand_budget(self) -> GatewaySettings:
+        if self.expand_min_s > self.expand_timeout_s:
+            raise ValueError(f"expand_min_s ({self.expand_min_s:g}) is over expand_timeout_s "
+                             f"({self.expand_timeout_s:g}): every expand would be refused")
+        return self
 
     @model_validator(mode="after")
     def _jobs_cluster(self) -> GatewaySettings:
