@@ -107,6 +107,8 @@ def amounts(text: str) -> list[Amount]:
         has_unit = bool(re.search(r"[만억조천]", num))
         if currency is None and not has_unit:
             continue  # "3권", "2026년": a number, not an amount
+        if currency is None and not re.search(r"\d", num):
+            continue  # a unit syllable alone is a word (조언, 만들어, 천천히, 억지로), not an amount
         if currency is None:
             currency = None  # a Korean large unit alone: a price in won, most likely, but not written
         tail = (m["tail"] or "").strip()

@@ -29,6 +29,7 @@ def test_amounts_as_korean_writes_them(text, value, currency, bound):
 
 def test_numbers_that_are_not_money_are_not_amounts():
     assert amounts("책 3권, 2026년, 5명") == []
+    assert amounts("포트폴리오 조언해 줘, 천천히 만들어 볼게, 억지로") == [], "unit syllables inside words"
 
 
 def test_currencies_named_and_the_one_converted_to():
