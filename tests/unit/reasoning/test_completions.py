@@ -266,8 +266,8 @@ def test_a_required_date_or_amount_the_user_never_wrote_makes_the_call_ungrounde
         "title": {"type": "string"}, "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
                                               "description": "YYYY-MM-DD"}}}
     today = date(2026, 12, 5)
-    assert not grounded({"title": "개발자 소개", "date": "2026-12-05"}, event, "이력서 첫 문장 다듬어 줘: 저는 개발자입니다",
-                        today)
+    question = "이력서 첫 문장 다듬어 줘: 저는 개발자입니다"
+    assert not grounded({"title": "개발자 소개", "date": "2026-12-05"}, event, question, today)
     assert grounded({"title": "치과 예약", "date": "2026-12-20"}, event, "12월 20일에 치과 예약 일정 넣어 줘", today)
     gift = {"type": "object", "required": ["recipient", "budget_krw"], "properties": {
         "recipient": {"type": "string"}, "budget_krw": {"type": "integer"}}}
