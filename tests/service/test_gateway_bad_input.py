@@ -11,6 +11,7 @@ import pytest
 
 from support import free_port, job_finished
 from support.apps import asgi_client, gateway_app
+from support.servers import running_retrieval
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -79,19 +80,23 @@ async def test_unavailable_says_when_to_retry(retrieval_port):
 
 
 @pytest.mark.slow
-async def test_a_large_valid_result_is_returned_not_refused_as_overload(http):
-    assert (await http.post("/v1/collections", json={"name": "long"})).status_code == 201
-    text = "긴 문서의 본문입니다 " * 1500  # 18,000 characters, ~44 KB of UTF-8 per document
-    docs = [{"id": f"l{i}", "text": f"{i}번 {text}"} for i in range(100)]
-    for start in range(0, len(docs), 15):  # the 2 MB body limit holds ~20 such documents (JSON-escaped)
-        r = await http.post("/v1/collections/long/documents", json={"documents": docs[start:start + 15]})
-        assert r.status_code == 202, r.text[:300]
-        state = await job_finished(http, f"/v1/jobs/{r.json()['id']}", timeout_s=120)
-        assert state["state"] == "succeeded", state
-    r = await http.post("/v1/search", json={"collection": "long", "query": "긴 문서", "top_k": 100, "mode": "keyword"},
-                        headers={"X-Request-Timeout-Ms": "20000"})
-    assert r.status_code == 200, r.text[:500]
-    assert len(r.json()["hits"]) == 100 and len(r.content) > 4 * 1024 * 1024  # beyond gRPC's default limit
+async def test_a_large_valid_result_is_returned_not_refused_as_overload(embedding_service, tmp_path):
+    # Its own retrieval service, one point per document (`passage_chars=0`): what is checked is the size of
+    # the answer, and embedding every passage of 1.8 M characters would take minutes on two cores.
+    async with running_retrieval(tmp_path, embedding_service.port, passage_chars=0) as retrieval, \
+            asgi_client(gateway_app(embedding_service.port, retrieval.port)) as http:
+        assert (await http.post("/v1/collections", json={"name": "long"})).status_code == 201
+        text = "긴 문서의 본문입니다 " * 1500  # 18,000 characters, ~44 KB of UTF-8 per document
+        docs = [{"id": f"l{i}", "text": f"{i}번 {text}"} for i in range(100)]
+        for start in range(0, len(docs), 15):  # the 2 MB body limit holds ~20 such documents (JSON-escaped)
+            r = await http.post("/v1/collections/long/documents", json={"documents": docs[start:start + 15]})
+            assert r.status_code == 202, r.text[:300]
+            state = await job_finished(http, f"/v1/jobs/{r.json()['id']}", timeout_s=120)
+            assert state["state"] == "succeeded", state
+        r = await http.post("/v1/search", json={"collection": "long", "query": "긴 문서", "top_k": 100,
+                                                "mode": "keyword"}, headers={"X-Request-Timeout-Ms": "20000"})
+        assert r.status_code == 200, r.text[:500]
+        assert len(r.json()["hits"]) == 100 and len(r.content) > 4 * 1024 * 1024  # beyond gRPC's default limit
 
 
 def nested(depth: int) -> dict:
