@@ -27,7 +27,8 @@ def test_every_kind_on_a_resume():
     assert got == {
         ("person", "홍길동"), ("birth_date", "1990.01.15"), ("resident_number", "900115-1234568"),
         ("phone", "010-1234-5678"), ("phone", "02)345-6789"), ("email", "gildong.hong@example.com"),
-        ("url", "https://github.com/gdhong"), ("handle", "@gd_hong"), ("address", "서울특별시 강남구 테헤란로 123, 4층"),
+        ("url", "https://github.com/gdhong"), ("handle", "@gd_hong"),
+        ("address", "서울특별시 강남구 테헤란로 123, 4층"),
         ("bank_account", "123456-01-234567"), ("passport", "M12345678"), ("driver_license", "11-12-345678-90"),
         ("card", "4111-1111-1111-1111"), ("alien_number", "850304-5123457"), ("person", "김민수")}
 
@@ -35,7 +36,8 @@ def test_every_kind_on_a_resume():
 @pytest.mark.parametrize("distractor", [
     "사업자등록번호 123-45-67890", "회사 대표번호 1588-1234", "대표전화 02-555-1234", "팩스 031-555-1234",
     "우편번호 06234", "재직 기간 2019.03 ~ 2021.08", "희망 연봉 5,000만 원", "TOEIC 900점", "Spring Boot 3.2.1",
-    "주문번호 20261205-1234567", "제품 코드 SKU-2024-00123", "작성일 2026.12.05", "고객님 안녕하세요. 선생님께 감사드립니다.",
+    "주문번호 20261205-1234567", "제품 코드 SKU-2024-00123", "작성일 2026.12.05",
+    "고객님 안녕하세요. 선생님께 감사드립니다.",
     "운송장 123456789012", "조언해 주세요, 천천히 만들어 볼게요",
 ])
 def test_distractors_do_not_fire(distractor):
