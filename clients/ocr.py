@@ -5,6 +5,7 @@ The enum maps between the contract's names (``queued``, ``tesseract`` …) and t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,6 +97,27 @@ def page_from_proto(p: pb.Page) -> Page:
                        for ln in p.lines])
 
 
+@dataclass(frozen=True)
+class PiiSpan:
+    """One finding of personal data: ``text[start:end]`` is of ``kind`` (offsets in code points)."""
+
+    kind: str
+    start: int
+    end: int
+    score: float
+    rule: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PiiResult:
+    """What :meth:`AsyncOcrClient.detect_pii` found, the masked text when asked, and the service's time."""
+
+    spans: list[PiiSpan]
+    masked_text: str
+    detect_ns: int
+
+
 class AsyncOcrClient(HealthCheck):
     """grpc.aio client; methods take and return domain types (the protos stay in this module)."""
 
@@ -135,6 +157,17 @@ class AsyncOcrClient(HealthCheck):
         """A finished job's (text, pages in order)."""
         resp = await self._call(self._stub.GetJobResult, pb.GetJobResultRequest(job_id=job_id), timeout_s)
         return resp.text, [page_from_proto(p) for p in resp.pages]
+
+    async def detect_pii(self, text: str, *, kinds: Sequence[str] = (), mask: bool = False, keep: bool = False,
+                         company_lines: bool = False, threshold: float | None = None,
+                         timeout_s: float | None = None) -> PiiResult:
+        """Personal data in ``text`` (every kind unless ``kinds``); ``mask`` adds the masked text."""
+        request = pb.DetectPiiRequest(text=text, kinds=list(kinds), mask=mask, keep=keep, company_lines=company_lines)
+        if threshold is not None:
+            request.threshold = threshold
+        resp = await self._call(self._stub.DetectPii, request, timeout_s)
+        return PiiResult([PiiSpan(s.kind, s.start, s.end, s.score, s.rule, s.text) for s in resp.spans],
+                         resp.masked_text, resp.detect_ns)
 
     async def close(self) -> None:
         """Close the channel."""

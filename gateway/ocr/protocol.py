@@ -67,3 +67,40 @@ class OcrJob(BaseModel):
     updated_unix_ms: int
     expires_unix_ms: int
     result: OcrResult | None = None
+
+
+PiiKind = Literal["resident_number", "alien_number", "phone", "email", "url", "handle", "card", "bank_account",
+                  "passport", "driver_license", "birth_date", "address", "person"]
+
+
+class PiiDetectRequest(Strict):
+    """A text and what personal data to find in it."""
+
+    text: str = Field(min_length=1, max_length=200_000, examples=["성명: 홍길동\n휴대폰: 010-1234-5678"])
+    kinds: list[PiiKind] | None = Field(None, min_length=1, max_length=13, description="kinds to find; default: all")
+    mask: bool = Field(False, description="also return `masked_text`, every span masked with `*`")
+    keep: bool = Field(False, description="mask partially: a phone number's first digits, a resident number's "
+                                          "birth date and gender digit, a name's surname, an e-mail's first "
+                                          "character and domain stay readable")
+    company_lines: bool = Field(False, description="also find company lines (a landline marked 대표/팩스/"
+                                                   "고객센터, 15xx numbers); by default they are not personal data")
+    threshold: float | None = Field(None, ge=0, le=1, description="the least score a span needs (default 0.5)")
+
+
+class PiiSpan(BaseModel):
+    """One finding: `text[start:end]` of the request (code points) is personal data of `kind`."""
+
+    kind: PiiKind
+    start: int
+    end: int
+    score: float
+    rule: str = Field(description="the rule that fired, e.g. `rrn:date+checksum`, `account:context`")
+    text: str
+
+
+class PiiDetectResponse(BaseModel):
+    """Every span found, in text order, non-overlapping; the masked text when asked."""
+
+    spans: list[PiiSpan]
+    masked_text: str | None = None
+    detect_ms: float = Field(description="the detector's time in the OCR service")

@@ -30,3 +30,14 @@ async def submit_ocr_job(body: api.OcrJobRequest, request: Request, dl: Deadline
 async def get_ocr_job(job_id: str, request: Request, dl: Deadline = deadline.ADMIN):
     """A job's state and progress; once it succeeded, its result (text, pages, lines)."""
     return await _ocr(request).job(job_id, dl)
+
+
+@router.post("/v1/pii:detect", response_model=api.PiiDetectResponse, responses=ERRORS, tags=["pii"])
+async def detect_pii(body: api.PiiDetectRequest, request: Request, dl: Deadline = deadline.ADMIN):
+    """Personal data in Korean text, as spans with offsets; the masked text on request (`mask`, `keep`).
+
+    Kinds: resident and alien numbers, phones, e-mail, URLs, handles, cards, bank accounts, passports,
+    driver's licences, dates of birth, addresses and names. What is found goes to the caller only:
+    never logged or traced.
+    """
+    return await _ocr(request).detect_pii(body, dl)

@@ -62,3 +62,16 @@ class Ocr:
         job = await self.client.get_job(job_id, timeout_s=deadline.check())
         done = job.state == "succeeded"
         return job_view(job, await self.client.get_job_result(job_id, timeout_s=deadline.check()) if done else None)
+
+    async def detect_pii(self, body: api.PiiDetectRequest, deadline: Deadline) -> api.PiiDetectResponse:
+        """Personal data in a text (the OCR service's detector); nothing of the text is logged here."""
+        try:
+            out = await self.client.detect_pii(body.text, kinds=body.kinds or (), mask=body.mask, keep=body.keep,
+                                               company_lines=body.company_lines, threshold=body.threshold,
+                                               timeout_s=deadline.check())
+        except MeshClientError as err:
+            raise from_client_error(err) from None
+        return api.PiiDetectResponse(
+            spans=[api.PiiSpan(kind=s.kind, start=s.start, end=s.end, score=round(s.score, 3), rule=s.rule,  # type: ignore[arg-type]
+                               text=s.text) for s in out.spans],
+            masked_text=out.masked_text if body.mask else None, detect_ms=round(out.detect_ns / 1e6, 3))

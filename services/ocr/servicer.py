@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from mesh.ocr.v1 import ocr_pb2 as pb
+import asyncio
+import time
 
+from mesh.ocr.v1 import ocr_pb2 as pb
+from prometheus_client import Counter
+
+from services.bootstrap.errors import InvalidInput, Violation
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 from services.ocr.jobs import JobStore
+from services.ocr.pii.detector import DEFAULT_THRESHOLD, MAX_TEXT_CHARS, Policy, detect, mask
+from services.ocr.pii.recognizers import KINDS
+
+PII_SPANS = Counter("mesh_ocr_pii_spans", "personal-data spans found (counts only: no text leaves the call)")
 
 ENGINES = {"tesseract": pb.ENGINE_TESSERACT, "vlm": pb.ENGINE_VLM}
 STATES = {"QUEUED": pb.JOB_STATE_QUEUED, "RUNNING": pb.JOB_STATE_RUNNING, "SUCCEEDED": pb.JOB_STATE_SUCCEEDED,
@@ -36,6 +45,25 @@ def job_to_proto(job: dict) -> pb.Job:
                   updated_unix_ms=job["updated_unix_ms"], expires_unix_ms=job["expires_unix_ms"])
 
 
+def pii_policy(request: pb.DetectPiiRequest) -> Policy:
+    """The request's policy; every problem named at once (INVALID_ARGUMENT)."""
+    bad: list[Violation] = []
+    if not request.text.strip():
+        bad.append(Violation("text", "empty or whitespace-only"))
+    elif len(request.text) > MAX_TEXT_CHARS:
+        bad.append(Violation("text", f"{len(request.text):,} characters; at most {MAX_TEXT_CHARS:,}"))
+    unknown = sorted(set(request.kinds) - set(KINDS))
+    if unknown:
+        bad.append(Violation("kinds", f"unknown {unknown}; known: {list(KINDS)}"))
+    threshold = request.threshold if request.HasField("threshold") else DEFAULT_THRESHOLD
+    if not 0 <= threshold <= 1:
+        bad.append(Violation("threshold", "must be between 0 and 1"))
+    if bad:
+        raise InvalidInput("invalid personal-data request", bad)
+    return Policy(kinds=tuple(request.kinds) or KINDS, threshold=threshold, company_lines=request.company_lines,
+                  keep=request.keep)
+
+
 def joined(pages: list[PageResult]) -> str:
     """All pages' text separated by blank lines."""
     return "\n\n".join(p.text for p in pages)
@@ -63,6 +91,18 @@ class OcrServicer:
     async def GetJob(self, request, context):  # noqa: N802
         """A job's state."""
         return pb.GetJobResponse(job=job_to_proto(await self.jobs.status(request.job_id)))
+
+    async def DetectPii(self, request, context):  # noqa: N802
+        """Personal data in a text, masked on request (nothing of the text is logged or traced)."""
+        policy = pii_policy(request)
+        t = time.perf_counter()
+        spans = await asyncio.to_thread(detect, request.text, policy)
+        masked = mask(request.text, spans, request.keep) if request.mask else ""
+        PII_SPANS.inc(len(spans))
+        return pb.DetectPiiResponse(
+            spans=[pb.PiiSpan(kind=s.kind, start=s.start, end=s.end, score=s.score, rule=s.rule,
+                              text=request.text[s.start:s.end]) for s in spans],
+            masked_text=masked, detect_ns=int((time.perf_counter() - t) * 1e9))
 
     async def GetJobResult(self, request, context):  # noqa: N802
         """A finished job's pages."""
