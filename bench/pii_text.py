@@ -69,6 +69,40 @@ def presidio_detector() -> Any:
     return run
 
 
+def rest_latency(texts: list[str]) -> tuple[float, float]:
+    """p50 and p95 ms of ``POST /v1/pii:detect`` through a gateway and an OCR service started as processes."""
+    import shutil
+    import tempfile
+
+    import httpx
+
+    from bench.common import start_service, stop_service
+    from services.runtime.processes import start_redis, stop_process
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-pii-"))
+    redis, redis_url = start_redis(folder)
+    procs = []
+    try:
+        ocr, ocr_port = start_service("services.ocr", "--redis-url", redis_url, "--engines", "1")
+        procs.append(ocr)
+        gw, gw_port = start_service("gateway", "--ocr-target", f"127.0.0.1:{ocr_port}")
+        procs.append(gw)
+        samples = []
+        with httpx.Client(base_url=f"http://127.0.0.1:{gw_port}", timeout=30) as http:
+            for i, text in enumerate([*texts[:10], *texts]):
+                t = time.perf_counter()
+                http.post("/v1/pii:detect", json={"text": text, "mask": True}).raise_for_status()
+                if i >= 10:
+                    samples.append((time.perf_counter() - t) * 1e3)
+    finally:
+        for p in procs:
+            stop_service(p)
+        stop_process(redis)
+        shutil.rmtree(folder, ignore_errors=True)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
 def matches(found: tuple[str, int, int], gold: tuple[str, int, int]) -> bool:
     """Same kind, covering at least half of the gold span, and mostly inside it."""
     kind, s, e = found
@@ -101,6 +135,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=160)
     parser.add_argument("--split", choices=tuple(SPLITS), default="report")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--rest", type=int, default=100, help="requests through the gateway (0: none)")
     args = parser.parse_args()
     data = pages(SPLITS[args.split], args.pages)
     times = []
@@ -125,6 +160,7 @@ def main() -> None:
         presidio_found.append(presidio(text))
         p_times.append((time.perf_counter() - t) * 1e3)
     mesh, pres = score(mesh_found, data), score(presidio_found, data)
+    rest = rest_latency(pages_of_1500[:args.rest]) if args.rest else None
     chars = statistics.median(len(t) for t, _ in data)
     fps = [(text[s:e], k) for (text, gold), found in zip(data, mesh_found, strict=True)
            for (k, s, e) in found if not any(matches((k, s, e), g) for g in gold)]
@@ -151,6 +187,8 @@ def main() -> None:
             ["p50 ms per page, in process", f"{statistics.median(times):.2f}", f"{statistics.median(p_times):.2f}"],
             [f"p50 ms per ~1,500 characters (3 pages, median {statistics.median(len(t) for t in pages_of_1500):,.0f})",
              f"{statistics.median(big):.2f}", ""],
+            ["p50 / p95 ms per ~1,500 characters through REST (gateway + OCR service, processes, loopback)",
+             f"{rest[0]:.2f} / {rest[1]:.2f}" if rest else "-", ""],
         ]),
         "",
         "Mesh false positives (text, kind), first 15: "
@@ -162,7 +200,7 @@ def main() -> None:
     print(write_result(name, "Personal data in Korean text", body, {
         "split": args.split, "pages": len(data), "mesh": mesh, "presidio": pres,
         "p50_ms": statistics.median(times), "presidio_p50_ms": statistics.median(p_times),
-        "p50_ms_1500_chars": statistics.median(big),
+        "p50_ms_1500_chars": statistics.median(big), "rest_p50_p95_ms": rest,
         "false_positive_texts": fps[:50], "misses": misses[:50]}, out=args.out))
 
 
