@@ -48,6 +48,22 @@ def tiny_png() -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def pdf_bomb(pages: int = 5_000) -> bytes:
+    """A small PDF of ``pages`` blank pages (the same page object listed again and again)."""
+    kids = " ".join(["3 0 R"] * pages)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 14400 14400] >>"]
+    out, offsets = b"%PDF-1.4\n", []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    return out + f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+
+
 def png_bomb() -> bytes:
     """A PNG declaring 100,000 x 100,000 pixels in a few bytes (a decompression bomb's header)."""
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -72,6 +88,9 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/embeddings"): {"input": ["안녕하세요"], "model": "intfloat/multilingual-e5-small"},
         ("POST", "/v1/ocr/jobs"): {"documents": [{"content_base64": png}]},
         ("POST", "/v1/pii:detect"): {"text": "성명: 홍길동, 휴대폰 010-1234-5678", "mask": True},
+        ("POST", "/v1/ocr:extract"): {"content_base64": png},
+        ("POST", "/v1/masking/jobs"): {"documents": [{"content_base64": png}], "kinds": ["phone"], "keep": True,
+                                       "masked_png": True},
         ("POST", "/v1/recommendations"): {"collection": SCRATCH, "query": "선물", "top_k": 3},
         ("POST", "/v1/recommendations:stream"): {"collection": SCRATCH, "query": "선물", "top_k": 3},
         ("POST", "/v1/chat"): {"session_id": "s1", "message": "안녕"},
@@ -163,6 +182,18 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
     ("/v1/ocr/jobs", "not base64", json.dumps({"documents": [{"content_base64": "!!!not base64!!!"}]})),
     ("/v1/ocr/jobs", "png bomb", json.dumps({"documents": [
         {"content_base64": base64.b64encode(png_bomb()).decode()}]})),
+    ("/v1/ocr:extract", "truncated png", json.dumps({"content_base64": base64.b64encode(
+        base64.b64decode(tiny_png())[:60]).decode()})),
+    ("/v1/ocr:extract", "pdf bomb", json.dumps({"content_base64": base64.b64encode(pdf_bomb()).decode()})),
+    ("/v1/ocr:extract", "30 MB upload", json.dumps({"content_base64": "A" * 30_000_000})),
+    ("/v1/masking/jobs", "unknown kind", json.dumps({"documents": [{"content_base64": tiny_png()}],
+                                                     "kinds": ["dna"]})),
+    ("/v1/masking/jobs", "empty image", json.dumps({"documents": [{"content_base64": ""}]})),
+    ("/v1/masking/jobs", "truncated png", json.dumps({"documents": [{"content_base64": base64.b64encode(
+        base64.b64decode(tiny_png())[:60]).decode()}]})),
+    ("/v1/masking/jobs", "pdf bomb", json.dumps({"documents": [
+        {"content_base64": base64.b64encode(pdf_bomb()).decode()}]})),
+    ("/v1/masking/jobs", "30 MB upload", json.dumps({"documents": [{"content_base64": "A" * 30_000_000}]})),
     ("/v1/ocr/jobs", "languages ../etc", json.dumps({"documents": [{"content_base64": "aGVsbG8="}],
                                                      "languages": "../../etc"})),
 ]

@@ -36,8 +36,8 @@ PRESIDIO_KINDS = {"KR_RRN": "resident_number", "KR_FRN": "alien_number", "KR_PAS
                   "URL": "url", "CREDIT_CARD": "card"}
 
 
-def presidio_detector() -> Any:
-    """Presidio's pattern recognizers that apply to Korean text, as one ``text -> spans`` function."""
+def presidio_recognizers() -> list[Any]:
+    """Presidio's pattern recognizers that apply to Korean text (no NLP engine: its engines load hub models)."""
     from presidio_analyzer.predefined_recognizers import (
         CreditCardRecognizer,
         EmailRecognizer,
@@ -49,10 +49,15 @@ def presidio_detector() -> Any:
         UrlRecognizer,
     )
 
-    recognizers = [KrRrnRecognizer(), KrFrnRecognizer(), KrPassportRecognizer(), KrDriverLicenseRecognizer(),
-                   PhoneRecognizer(supported_regions=("KR",), supported_language="ko"),
-                   EmailRecognizer(supported_language="ko"), UrlRecognizer(supported_language="ko"),
-                   CreditCardRecognizer(supported_language="ko")]
+    return [KrRrnRecognizer(), KrFrnRecognizer(), KrPassportRecognizer(), KrDriverLicenseRecognizer(),
+            PhoneRecognizer(supported_regions=("KR",), supported_language="ko"),
+            EmailRecognizer(supported_language="ko"), UrlRecognizer(supported_language="ko"),
+            CreditCardRecognizer(supported_language="ko")]
+
+
+def presidio_detector() -> Any:
+    """Presidio's pattern recognizers that apply to Korean text, as one ``text -> spans`` function."""
+    recognizers = presidio_recognizers()
 
     def run(text: str) -> list[tuple[str, int, int]]:
         out = []

@@ -19,7 +19,8 @@ from clients.health import HealthCheck
 from clients.retry import retry_options
 
 # Reads are retried; SubmitJob is not (a retry could queue the job twice).
-_RETRY = retry_options("mesh.ocr.v1.OcrService", ["Extract", "GetJob", "GetJobResult"])
+_RETRY = retry_options("mesh.ocr.v1.OcrService", ["Extract", "GetJob", "GetJobResult", "GetMaskingResult",
+                                                  "GetMaskedPage"])
 _MAX_MESSAGE = 128 * 1024 * 1024
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -43,13 +44,27 @@ class Options:
         return pb.Options(languages=self.languages, disable_fallback=not self.fallback, disable_deskew=not self.deskew)
 
 
+Box = tuple[int, int, int, int]  # left, top, width, height
+
+
 @dataclass(frozen=True)
-class Line:
-    """A recognised line; ``box`` is (left, top, width, height) in the page's OCR pixel space."""
+class Word:
+    """A recognised word; ``box`` is in the uploaded image's pixels (after EXIF orientation)."""
 
     text: str
     confidence: float
-    box: tuple[int, int, int, int]
+    box: Box
+
+
+@dataclass(frozen=True)
+class Line:
+    """A recognised line; ``box`` is in the page's OCR pixel space, ``image_box`` in the uploaded image."""
+
+    text: str
+    confidence: float
+    box: Box
+    words: tuple[Word, ...] = ()
+    image_box: Box | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class Page:
     skew_degrees: float
     lines: list[Line]
     ms: float
+    image_size: tuple[int, int] = (0, 0)  # the uploaded image's size: words' boxes are in it
+    cached: bool = False  # the reading came from the OCR cache
 
 
 @dataclass(frozen=True)
@@ -88,13 +105,73 @@ def job_from_proto(j: pb.Job) -> Job:
                expires_unix_ms=j.expires_unix_ms)
 
 
+def _box(b: pb.Box) -> Box:
+    return b.left, b.top, b.width, b.height
+
+
 def page_from_proto(p: pb.Page) -> Page:
     """A proto page as the domain type."""
     return Page(index=p.index, text=p.text, engine=ENGINES.get(p.engine, "tesseract"),
                 mean_confidence=p.mean_confidence, fallback_reason=p.fallback_reason,
                 fallback_error=p.fallback_error, skew_degrees=p.skew_degrees, ms=p.timings.total_ns / 1e6,
-                lines=[Line(ln.text, ln.confidence, (ln.box.left, ln.box.top, ln.box.width, ln.box.height))
+                image_size=(p.image_width, p.image_height), cached=p.cached,
+                lines=[Line(ln.text, ln.confidence, _box(ln.box),
+                            tuple(Word(w.text, w.confidence, _box(w.box)) for w in ln.words),
+                            _box(ln.image_box) if ln.HasField("image_box") else None)
                        for ln in p.lines])
+
+
+@dataclass(frozen=True)
+class MaskedEntity:
+    """Personal data found on a page image: ``box`` around it, ``masked`` what is blacked out."""
+
+    kind: str
+    score: float
+    rule: str
+    text: str
+    box: Box
+    masked: tuple[Box, ...]
+
+
+@dataclass(frozen=True)
+class MaskedPage:
+    """What a masking job found on one page."""
+
+    index: int
+    image_size: tuple[int, int]
+    entities: list[MaskedEntity]
+    has_png: bool
+    cached: bool
+    mean_confidence: float
+    fallback_reason: str
+    ms: float
+
+
+@dataclass(frozen=True)
+class Masking:
+    """What a masking job finds and returns (see mesh.ocr.v1.MaskingOptions)."""
+
+    kinds: tuple[str, ...] = ()
+    keep: bool = False
+    company_lines: bool = False
+    threshold: float | None = None
+    masked_png: bool = False
+
+    def to_proto(self) -> pb.MaskingOptions:
+        """The contract's message."""
+        out = pb.MaskingOptions(kinds=list(self.kinds), keep=self.keep, company_lines=self.company_lines,
+                                masked_png=self.masked_png)
+        if self.threshold is not None:
+            out.threshold = self.threshold
+        return out
+
+
+def masked_page_from_proto(p: pb.MaskedPage) -> MaskedPage:
+    """A proto masked page as the domain type."""
+    return MaskedPage(index=p.index, image_size=(p.image_width, p.image_height), has_png=p.has_png, cached=p.cached,
+                      mean_confidence=p.mean_confidence, fallback_reason=p.fallback_reason, ms=p.total_ns / 1e6,
+                      entities=[MaskedEntity(e.kind, e.score, e.rule, e.text, _box(e.box),
+                                             tuple(_box(b) for b in e.masked)) for e in p.entities])
 
 
 @dataclass(frozen=True)
@@ -157,6 +234,24 @@ class AsyncOcrClient(HealthCheck):
         """A finished job's (text, pages in order)."""
         resp = await self._call(self._stub.GetJobResult, pb.GetJobResultRequest(job_id=job_id), timeout_s)
         return resp.text, [page_from_proto(p) for p in resp.pages]
+
+    async def submit_masking_job(self, contents: list[bytes], masking: Masking, options: Options | None = None,
+                                 timeout_s: float | None = None) -> Job:
+        """Queue a masking job (its state is read with :meth:`get_job`)."""
+        request = pb.SubmitMaskingJobRequest(contents=contents, options=(options or Options()).to_proto(),
+                                             masking=masking.to_proto())
+        return job_from_proto((await self._call(self._stub.SubmitMaskingJob, request, timeout_s)).job)
+
+    async def get_masking_result(self, job_id: str, timeout_s: float | None = None) -> list[MaskedPage]:
+        """A finished masking job's pages in order."""
+        resp = await self._call(self._stub.GetMaskingResult, pb.GetMaskingResultRequest(job_id=job_id), timeout_s)
+        return [masked_page_from_proto(p) for p in resp.pages]
+
+    async def get_masked_page(self, job_id: str, index: int, timeout_s: float | None = None) -> bytes:
+        """One masked page of a finished masking job, as PNG."""
+        resp = await self._call(self._stub.GetMaskedPage, pb.GetMaskedPageRequest(job_id=job_id, index=index),
+                                timeout_s)
+        return resp.png
 
     async def detect_pii(self, text: str, *, kinds: Sequence[str] = (), mask: bool = False, keep: bool = False,
                          company_lines: bool = False, threshold: float | None = None,

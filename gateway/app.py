@@ -77,7 +77,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     # Middleware, innermost first: body limits, load shedding, rate limits, API keys, then (outermost)
     # request id, metrics and the access line, so every refusal above is logged and counted too.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, prefix_limits={
-        "/v1/ocr/": settings.max_ocr_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes})
+        "/v1/ocr/": settings.max_ocr_body_bytes, "/v1/masking/": settings.max_ocr_body_bytes,
+        "/v1/ocr:extract": settings.max_extract_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes})
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, limits={
         "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
         "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,

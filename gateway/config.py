@@ -137,7 +137,10 @@ class GatewaySettings(BaseSettings):
                                                                 "resumed by another instance")
     job_workers: int = Field(2, ge=0, le=64, description="ingest/reindex jobs this instance runs at once")
     max_queued_jobs: int = Field(100, ge=1, description="jobs waiting before a submit answers 429")
-    max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR job request body (base64)")
+    max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR or masking job request body "
+                                                                     "(base64)")
+    max_extract_body_bytes: int = Field(14_000_000, ge=1024, description="largest /v1/ocr:extract request body "
+                                        "(base64 of a 10 MB upload)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Python log level")
     debug: bool = Field(False, description="print tracebacks for start-up errors (a flag: --debug)")
     workers: int = Field(1, ge=1, le=64, description="worker processes serving the same port (SO_REUSEPORT); "

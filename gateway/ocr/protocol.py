@@ -26,12 +26,37 @@ class OcrJobRequest(Strict):
     deskew: bool = Field(True, description="straighten skewed text lines first")
 
 
+class OcrExtractRequest(Strict):
+    """One image, or a PDF of at most two pages, read now under the request's deadline."""
+
+    content_base64: str = Field(min_length=1, description="the file's bytes, standard base64 (at most 10 MB "
+                                                          "decoded; a longer document is a job: /v1/ocr/jobs)")
+    filename: str | None = Field(None, max_length=255, description="for your own bookkeeping; not used")
+    languages: str | None = Field(None, pattern=r"^[a-z_]+(\+[a-z_]+)*$", examples=["kor+eng"],
+                                  description="Tesseract languages (default: the service's, kor+eng)")
+    vlm_fallback: bool = Field(True, description="allow the VLM when Tesseract fails (if one is configured)")
+    deskew: bool = Field(True, description="straighten skewed text lines first")
+
+
+class OcrWord(BaseModel):
+    """A recognised word; box is [left, top, width, height] in the uploaded image's pixels."""
+
+    text: str
+    confidence: float
+    box: list[int]
+
+
 class OcrLine(BaseModel):
     """A recognised line; box is [left, top, width, height] in the page's OCR pixel space."""
 
     text: str
     confidence: float
     box: list[int]
+    image_box: list[int] | None = Field(None, description="[left, top, width, height] around the line's words in "
+                                        "the uploaded image's pixels (after EXIF orientation; deskew and "
+                                        "rescaling undone)")
+    words: list[OcrWord] = Field(default_factory=list, description="the line's words with boxes in the uploaded "
+                                                                   "image (none for a VLM reading)")
 
 
 class OcrPage(BaseModel):
@@ -46,6 +71,10 @@ class OcrPage(BaseModel):
     skew_degrees: float
     lines: list[OcrLine]
     ms: float = Field(description="time spent on this page")
+    image_width: int = Field(0, description="the uploaded image's size (after EXIF orientation): word boxes are "
+                                            "in it")
+    image_height: int = 0
+    cached: bool = Field(False, description="the reading came from the OCR cache (same bytes, options and engine)")
 
 
 class OcrResult(BaseModel):
@@ -104,3 +133,66 @@ class PiiDetectResponse(BaseModel):
     spans: list[PiiSpan]
     masked_text: str | None = None
     detect_ms: float = Field(description="the detector's time in the OCR service")
+
+
+class MaskingJobRequest(Strict):
+    """Images or PDFs to find personal data on; each page's findings come back as boxes."""
+
+    documents: list[OcrDocument] = Field(min_length=1, max_length=50)
+    kinds: list[PiiKind] | None = Field(None, min_length=1, max_length=13, description="kinds to find; default: all")
+    keep: bool = Field(False, description="mask partially: only what the masked text would hide is blacked out "
+                                          "(a phone number's first digits, a name's surname stay readable)")
+    company_lines: bool = Field(False, description="also find company lines (대표/팩스/고객센터, 15xx numbers)")
+    threshold: float | None = Field(None, ge=0, le=1, description="the least score a finding needs (default 0.5)")
+    masked_png: bool = Field(False, description="also render every page with its findings blacked out "
+                                                "(GET .../pages/{n}.png)")
+    languages: str | None = Field(None, pattern=r"^[a-z_]+(\+[a-z_]+)*$", examples=["kor+eng"],
+                                  description="Tesseract languages (default: the service's, kor+eng)")
+    deskew: bool = Field(True, description="straighten skewed text lines first")
+
+
+class MaskedEntity(BaseModel):
+    """Personal data on a page: where it is, and what is blacked out, in the uploaded image's pixels."""
+
+    kind: PiiKind
+    score: float
+    rule: str
+    text: str = Field(description="the text as read (returned to you only; never logged)")
+    box: list[int] = Field(description="[left, top, width, height] around the words (or parts) it spans")
+    masked: list[list[int]] = Field(description="the boxes blacked out: one per line it spans (with `keep`, "
+                                                "only the hidden characters)")
+
+
+class MaskedPage(BaseModel):
+    """What was found on one page."""
+
+    index: int
+    image_width: int
+    image_height: int
+    entities: list[MaskedEntity]
+    png_url: str | None = Field(None, description="the masked page, when `masked_png` was asked")
+    cached: bool = Field(description="the page's reading came from the OCR cache")
+    mean_confidence: float
+    fallback_reason: str = Field(description="why Tesseract's reading was judged a failure (findings may be "
+                                             "missing); empty if accepted")
+    ms: float = Field(description="time spent on this page (reading, finding, masking)")
+
+
+class MaskingResult(BaseModel):
+    """A finished masking job's pages."""
+
+    pages: list[MaskedPage]
+
+
+class MaskingJob(BaseModel):
+    """A masking job; ``result`` is present once ``state`` is ``succeeded``."""
+
+    id: str
+    state: Literal["queued", "running", "succeeded", "failed"]
+    pages_total: int
+    pages_done: int
+    error: str = ""
+    created_unix_ms: int
+    updated_unix_ms: int
+    expires_unix_ms: int
+    result: MaskingResult | None = None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse, Response
 
 from gateway.http import deadline
 from gateway.http.deadline import Deadline
@@ -30,6 +30,43 @@ async def submit_ocr_job(body: api.OcrJobRequest, request: Request, dl: Deadline
 async def get_ocr_job(job_id: str, request: Request, dl: Deadline = deadline.ADMIN):
     """A job's state and progress; once it succeeded, its result (text, pages, lines)."""
     return await _ocr(request).job(job_id, dl)
+
+
+@router.post("/v1/ocr:extract", response_model=api.OcrResult, responses=ERRORS)
+async def extract_text(body: api.OcrExtractRequest, request: Request, dl: Deadline = deadline.ADMIN):
+    """Read one image (or a PDF of at most two pages) now: text, lines and words with boxes.
+
+    Word boxes are in the uploaded image's pixels. A repeated upload is answered from the OCR cache
+    (`cached: true`).
+    """
+    return await _ocr(request).extract(body, dl)
+
+
+@router.post("/v1/masking/jobs", response_model=api.MaskingJob, status_code=202, responses=ERRORS, tags=["pii"])
+async def submit_masking_job(body: api.MaskingJobRequest, request: Request, dl: Deadline = deadline.ADMIN):
+    """Queue images/PDFs (résumés, portfolios) whose personal data is to be boxed; 202 with a `Location` to poll.
+
+    Each page is read (or taken from the OCR cache), personal data found in its text and mapped back to
+    the words it spans; with `masked_png` each page is also rendered with the findings blacked out. The
+    images, their text and what is found are never logged.
+    """
+    out = await _ocr(request).submit_masking(body, dl)
+    return JSONResponse(out.model_dump(), status_code=202, headers={"Location": f"/v1/masking/jobs/{out.id}"})
+
+
+@router.get("/v1/masking/jobs/{job_id}", response_model=api.MaskingJob, responses=ERRORS, tags=["pii"])
+async def get_masking_job(job_id: str, request: Request, dl: Deadline = deadline.ADMIN):
+    """A masking job's state; once it succeeded, each page's findings with boxes (and `png_url` if asked)."""
+    return await _ocr(request).masking_job(job_id, dl)
+
+
+@router.get("/v1/masking/jobs/{job_id}/pages/{index}.png", response_class=Response, tags=["pii"],
+            responses={**ERRORS, 200: {"content": {"image/png": {}}, "description": "the masked page"}})
+async def get_masked_page(job_id: str, request: Request, index: int = Path(ge=0, le=10_000),
+                          dl: Deadline = deadline.ADMIN):
+    """One page of a finished masking job with its findings blacked out, as PNG."""
+    png = await _ocr(request).masked_png(job_id, index, dl)
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, no-store"})
 
 
 @router.post("/v1/pii:detect", response_model=api.PiiDetectResponse, responses=ERRORS, tags=["pii"])

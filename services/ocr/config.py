@@ -57,4 +57,6 @@ class OcrSettings(ServiceSettings):
     max_store_bytes: int = Field(256 * 1024 * 1024, ge=1024 * 1024,
                                  description="Redis memory (uploads, results) above which SubmitJob answers "
                                              "RESOURCE_EXHAUSTED instead of storing more")
+    ocr_cache_ttl_s: int = Field(7 * 86400, ge=0, description="how long a page's reading stays in the OCR cache "
+                                 "(Redis, keyed by the upload's bytes, options and engine revision); 0 turns it off")
     job_workers: int = Field(1, ge=0, le=32, description="concurrent jobs in this process (0: submit only)")

@@ -28,13 +28,33 @@ def find_tessdata(configured: str = "") -> str:
                             "or set MESH_OCR_TESSDATA")
 
 
+Box = tuple[int, int, int, int]  # left, top, width, height
+
+
 @dataclass
-class Line:
-    """A recognised text line: text, confidence 0–100 and box (left, top, width, height) in input pixels."""
+class Word:
+    """A recognised word: text, confidence 0–100, box and one box per character (same pixel space as its line)."""
 
     text: str
     confidence: float
-    box: tuple[int, int, int, int]
+    box: Box
+    chars: list[Box] = field(default_factory=list)
+
+
+@dataclass
+class Line:
+    """A recognised text line: text, confidence 0–100 and box (left, top, width, height) in input pixels.
+
+    ``words`` are its words with their boxes; ``image_box`` is the line's box in the uploaded image's
+    pixels (after EXIF orientation), set once the page is mapped back (:mod:`services.ocr.extractor`),
+    as are the words' boxes then.
+    """
+
+    text: str
+    confidence: float
+    box: Box
+    words: list[Word] = field(default_factory=list)
+    image_box: Box | None = None
 
 
 @dataclass
@@ -46,6 +66,62 @@ class Recognition:
     lines: list[Line] = field(default_factory=list)
     word_confidences: list[float] = field(default_factory=list)
     words: list[tuple[str, float]] = field(default_factory=list)  # (text, confidence) per word
+
+
+def _box(it: tesserocr.PyResultIterator, level: int) -> Box | None:
+    found = it.BoundingBox(level)
+    if not found:
+        return None
+    x1, y1, x2, y2 = found
+    return x1, y1, x2 - x1, y2 - y1
+
+
+def _text(it: tesserocr.PyResultIterator, level: int) -> str:
+    try:
+        return (it.GetUTF8Text(level) or "").strip()
+    except RuntimeError:  # an empty region
+        return ""
+
+
+def _walk(it: tesserocr.PyResultIterator, words: list[tuple[str, float]]) -> list[Line]:
+    """Lines with their words and each word's characters, one pass over the result (symbol by symbol)."""
+    ril = tesserocr.RIL
+    lines: list[Line] = []
+    line: Line | None = None
+    word: Word | None = None
+    while True:
+        if it.IsAtBeginningOf(ril.TEXTLINE):
+            line_text, box = _text(it, ril.TEXTLINE), _box(it, ril.TEXTLINE)
+            line = Line(line_text, float(it.Confidence(ril.TEXTLINE)), box) if line_text and box else None
+            if line is not None:
+                lines.append(line)
+        if it.IsAtBeginningOf(ril.WORD):
+            word_text, box = _text(it, ril.WORD), _box(it, ril.WORD)
+            word = None
+            if word_text:
+                confidence = float(it.Confidence(ril.WORD))
+                words.append((word_text, confidence))
+                if line is not None and box:
+                    word = Word(word_text, confidence, box)
+                    line.words.append(word)
+        if word is not None:
+            box = _box(it, ril.SYMBOL)
+            for _ in _text(it, ril.SYMBOL) if box else ():  # a symbol of several code points: one box each
+                word.chars.append(box)  # type: ignore[arg-type]
+        if not it.Next(ril.SYMBOL):
+            break
+    for ln in lines:
+        for w in ln.words:  # symbols that do not spell the word's text: one share of its box per character
+            if len(w.chars) != len(w.text):
+                w.chars = split_box(w.box, len(w.text))
+    return lines
+
+
+def split_box(box: Box, n: int) -> list[Box]:
+    """``n`` equal slices of ``box`` from left to right."""
+    x, y, w, h = box
+    edges = [x + round(w * k / max(n, 1)) for k in range(n + 1)]
+    return [(edges[k], y, max(1, edges[k + 1] - edges[k]), h) for k in range(n)]
 
 
 class TesseractPool:
@@ -100,27 +176,7 @@ class TesseractPool:
             text = api.GetUTF8Text().strip()
             mean = float(api.MeanTextConf())
             words: list[tuple[str, float]] = []
-            lines: list[Line] = []
-            if text:
-                it = api.GetIterator()
-                while True:
-                    if it.IsAtBeginningOf(tesserocr.RIL.TEXTLINE):
-                        try:
-                            line_text = (it.GetUTF8Text(tesserocr.RIL.TEXTLINE) or "").strip()
-                        except RuntimeError:  # an empty region
-                            line_text = ""
-                        if line_text:
-                            x1, y1, x2, y2 = it.BoundingBox(tesserocr.RIL.TEXTLINE)
-                            lines.append(Line(line_text, float(it.Confidence(tesserocr.RIL.TEXTLINE)),
-                                              (x1, y1, x2 - x1, y2 - y1)))
-                    try:
-                        word = it.GetUTF8Text(tesserocr.RIL.WORD)
-                        if word:
-                            words.append((word, float(it.Confidence(tesserocr.RIL.WORD))))
-                    except RuntimeError:
-                        pass
-                    if not it.Next(tesserocr.RIL.WORD):
-                        break
+            lines = _walk(api.GetIterator(), words) if text else []
         return Recognition(text=text, mean_confidence=mean if text else 0.0, lines=lines,
                            word_confidences=[c for _, c in words], words=words)
 

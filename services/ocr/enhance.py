@@ -23,6 +23,7 @@ large glyphs. So every page is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,7 @@ class Prepared:
     steps: list[str] = field(default_factory=list)
     strips: list[Strip] = field(default_factory=list)
     flat: Image.Image | None = None  # the flattened page before deskewing (dark ink on white)
+    source_size: tuple[int, int] | None = None  # the bounded page before deskewing (default: page_size)
 
     def to_page(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         """A (left, top, width, height) box of the read image in page coordinates."""
@@ -83,6 +85,27 @@ class Prepared:
         pw, ph = self.page_size
         left, top = min(max(0, round(left)), pw - 1), min(max(0, round(top)), ph - 1)
         return left, top, max(1, min(round(w / strip.scale), pw - left)), max(1, min(round(h / strip.scale), ph - top))
+
+
+    def to_upload(self, box: tuple[int, int, int, int], upload_size: tuple[int, int]) -> tuple[int, int, int, int]:
+        """A box of the read image in the uploaded image's pixels: strips undone, deskew turned back, rescaled.
+
+        A box turned back by the skew angle is the upright rectangle around its four corners.
+        """
+        x, y, w, h = self.to_page(box)
+        corners: list[tuple[float, float]] = [(x, y), (x + w, y), (x, y + h), (x + w, y + h)]
+        sw, sh = self.source_size or self.page_size
+        if self.skew:
+            # PIL's rotate(skew, expand=True) turned the page counter-clockwise about its centre; turn back.
+            c, s = math.cos(math.radians(self.skew)), math.sin(math.radians(self.skew))
+            pw, ph = self.page_size
+            corners = [((cx - pw / 2) * c - (cy - ph / 2) * s + sw / 2, (cx - pw / 2) * s + (cy - ph / 2) * c + sh / 2)
+                       for cx, cy in corners]
+        fx, fy = upload_size[0] / sw, upload_size[1] / sh
+        xs, ys = [cx * fx for cx, _ in corners], [cy * fy for _, cy in corners]
+        left, top = max(0, math.floor(min(xs))), max(0, math.floor(min(ys)))
+        right, bottom = min(upload_size[0], math.ceil(max(xs))), min(upload_size[1], math.ceil(max(ys)))
+        return left, top, max(1, right - left), max(1, bottom - top)
 
 
 @dataclass(frozen=True)
@@ -195,7 +218,8 @@ def prepare(gray: Image.Image, options: Enhance) -> Prepared:
             steps.append("deskew")
         else:
             skew = 0.0
-    prepared = Prepared(image=image, page_size=image.size, skew=skew, steps=steps, flat=flat_page)
+    prepared = Prepared(image=image, page_size=image.size, skew=skew, steps=steps, flat=flat_page,
+                        source_size=gray.size)
     if options.lines and options.flatten:
         boxes = text_lines(image)
         if needs_lines(boxes, options):

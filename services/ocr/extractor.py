@@ -13,7 +13,7 @@ from PIL import Image, ImageFilter
 from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
-from services.ocr.engine import Line, Recognition, TesseractPool
+from services.ocr.engine import Line, Recognition, TesseractPool, Word
 from services.ocr.enhance import Enhance, Prepared, as_is, prepare
 from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, to_gray
 from services.ocr.plausibility import KoreanPlausibility, Plausibility
@@ -93,13 +93,31 @@ class PageResult:
     skew_degrees: float = 0.0
     ocr_size: tuple[int, int] = (0, 0)
     timings: dict[str, int] = field(default_factory=dict)
+    image_size: tuple[int, int] = (0, 0)  # the uploaded image after EXIF orientation: words' boxes are in it
+    cached: bool = False  # answered from the OCR cache (services/ocr/cache.py)
 
 
-def _lines(rec: Recognition, prepared: Prepared) -> list[Line]:
-    """Lines with boxes on the (deskewed) page; their text from the full-page output when the counts agree."""
+def _lines(rec: Recognition, prepared: Prepared, upload_size: tuple[int, int]) -> list[Line]:
+    """Lines with boxes on the (deskewed) page; their text from the full-page output when the counts agree.
+
+    Each line's words (and their characters) and the line itself are also placed in the uploaded image.
+    """
     page_lines = [t for t in rec.text.splitlines() if t.strip()]
     texts = [t.strip() for t in page_lines] if len(page_lines) == len(rec.lines) else [ln.text for ln in rec.lines]
-    return [Line(t, ln.confidence, prepared.to_page(ln.box)) for t, ln in zip(texts, rec.lines, strict=True)]
+
+    def up(box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        return prepared.to_upload(box, upload_size)
+
+    out = []
+    for t, ln in zip(texts, rec.lines, strict=True):
+        words = [Word(w.text, w.confidence, up(w.box), [up(c) for c in w.chars]) for w in ln.words]
+        # Tesseract's line box may leave out a word it assigned to the line: the line is around its words.
+        box = up(ln.box) if not words else (
+            min(w.box[0] for w in words), min(w.box[1] for w in words),
+            max(w.box[0] + w.box[2] for w in words) - min(w.box[0] for w in words),
+            max(w.box[1] + w.box[3] for w in words) - min(w.box[1] for w in words))
+        out.append(Line(t, ln.confidence, prepared.to_page(ln.box), words=words, image_box=box))
+    return out
 
 
 def bounded(image: Image.Image, max_side: int) -> Image.Image:
@@ -200,9 +218,9 @@ class Extractor:
 
         reading, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
         prepared, rec = reading.prepared, reading.rec
-        page = PageResult(index=index, text=rec.text, lines=_lines(rec, prepared),
+        page = PageResult(index=index, text=rec.text, lines=_lines(rec, prepared, image.size),
                           mean_confidence=rec.mean_confidence, engine="tesseract", skew_degrees=prepared.skew,
-                          ocr_size=prepared.page_size)
+                          ocr_size=prepared.page_size, image_size=image.size)
         page.fallback_reason = self.policy.judge(reading)
         trace.get_current_span().set_attributes({
             "mesh.ocr.steps": ",".join(prepared.steps),

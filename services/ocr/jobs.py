@@ -10,7 +10,13 @@ job's last change):
 - ``jobs:{ocr}:job:{id}``: the shared job record (JSON: state, progress, errors, timestamps; ``meta``
   holds the options and the submitter's trace context);
 - ``jobs:{ocr}:job:{id}:input``: the uploads, in order, length-prefixed in one value;
-- ``jobs:{ocr}:job:{id}:pages`` hash: page index -> JSON result.
+- ``jobs:{ocr}:job:{id}:pages`` hash: page index -> JSON result (OCR jobs);
+- ``jobs:{ocr}:job:{id}:masked`` hash: page index -> JSON findings with boxes (masking jobs);
+- ``jobs:{ocr}:job:{id}:png`` hash: page index -> the masked page as PNG (masking jobs that asked).
+
+Masking jobs (kind ``mask``) read their pages the same way, then run the personal-data detector on
+each page's words (:mod:`services.ocr.masking`). Both kinds take an upload's pages from the OCR cache
+(:mod:`services.ocr.cache`) when it holds them, and put them there once read.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-from collections.abc import Iterator
-from dataclasses import asdict
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, replace
 from typing import Any
 
 from opentelemetry import trace
+from PIL import Image
 
 from services.bootstrap.errors import (
     DependencyUnavailable,
@@ -34,8 +42,11 @@ from services.bootstrap.errors import (
     Violation,
 )
 from services.bootstrap.health import DependencyMonitor
-from services.ocr.engine import Line
+from services.ocr.cache import OcrCache
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
+from services.ocr.masking import Located, locate, masked_png
+from services.ocr.pii.detector import Policy
+from services.ocr.results import page_from_json, page_to_json
 from services.runtime.jobs import (
     JOB_ID,
     JobContext,
@@ -47,22 +58,12 @@ from services.runtime.jobs import (
 from services.runtime.jobs.redis import RedisJobs
 
 KIND = "ocr"  # the job kind, so the run's span is ``ocr.job``
+MASK = "mask"  # a masking job (span ``mask.job``)
 PAGES = "pages"
+MASKED = "masked"
+PNG = "png"
 _LENGTH = struct.Struct(">Q")
 _PUBLIC_INTS = ("pages_total", "pages_done", "created_unix_ms", "updated_unix_ms", "expires_unix_ms")
-
-
-def page_to_json(page: PageResult) -> str:
-    """Serialise a page result."""
-    return json.dumps(asdict(page), ensure_ascii=False)
-
-
-def page_from_json(raw: str | bytes) -> PageResult:
-    """Parse a page result."""
-    data = json.loads(raw)
-    data["lines"] = [Line(ln["text"], ln["confidence"], tuple(ln["box"])) for ln in data["lines"]]
-    data["ocr_size"] = tuple(data["ocr_size"])
-    return PageResult(**data)
 
 
 def pack_uploads(contents: list[bytes]) -> bytes:
@@ -85,14 +86,18 @@ class JobStore:
 
     def __init__(self, extractor: Extractor, redis_url: str, *, ttl_s: int, max_queued: int, max_pages: int,
                  workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024,
-                 lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None) -> None:
+                 lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
+                 cache_ttl_s: int = 0, cache_revision: str = "") -> None:
         self.extractor = extractor
         self.ttl_s = ttl_s
         self.max_pages = max_pages
         self.max_store_bytes = max_store_bytes
-        self.store = RedisJobs({KIND: self._read_pages}, redis_url, "ocr", lease_s=lease_s, timeout_s=timeout_s,
-                               ttl_s=ttl_s, max_queued=max_queued, workers=workers, parts=(PAGES,),
-                               tracer_provider=tracer_provider)
+        self.store = RedisJobs({KIND: self._read_pages, MASK: self._mask_pages}, redis_url, "ocr", lease_s=lease_s,
+                               timeout_s=timeout_s, ttl_s=ttl_s, max_queued=max_queued, workers=workers,
+                               parts=(PAGES, MASKED, PNG), tracer_provider=tracer_provider)
+        # The OCR cache shares the job store's Redis; 0 turns it off (--ocr-cache-ttl-s).
+        self.cache = OcrCache(self.store.redis, ttl_s=cache_ttl_s, timeout_s=timeout_s,
+                              revision=cache_revision) if cache_ttl_s > 0 else None
 
     @property
     def redis(self) -> Any:
@@ -115,8 +120,11 @@ class JobStore:
         """Stop workers (a job in progress is requeued by the next instance whose reaper runs)."""
         await self.store.close()
 
-    async def submit(self, contents: list[bytes], options: ExtractOptions) -> dict:
-        """Validate every upload (decoding it), store the job, queue it; returns its state."""
+    async def submit(self, contents: list[bytes], options: ExtractOptions, masking: dict | None = None) -> dict:
+        """Validate every upload (decoding it), store the job, queue it; returns its state.
+
+        ``masking`` (the policy's fields and ``masked_png``) makes it a masking job.
+        """
         if not contents:
             raise InvalidInput("no uploads", [Violation("contents", "give at least one image or PDF")])
         if options.languages:
@@ -136,8 +144,11 @@ class JobStore:
                 raise Overloaded(f"the job store holds {used // 2**20} MiB; {size // 2**20} MiB more would pass "
                                  f"its {self.max_store_bytes // 2**20} MiB limit (--max-store-bytes)",
                                  retry_after_s=30.0)
-            record = await self.store.submit(KIND, "", pack_uploads(contents), total=pages,
-                                             meta={"options": asdict(options)})
+            meta: dict[str, Any] = {"options": asdict(options)}
+            if masking is not None:
+                meta["masking"] = masking
+            record = await self.store.submit(KIND if masking is None else MASK, "", pack_uploads(contents),
+                                             total=pages, meta=meta)
         except QueueFull as err:
             raise Overloaded(str(err), retry_after_s=5.0) from None
         except JobStoreUnavailable as err:
@@ -179,42 +190,119 @@ class JobStore:
             raise DependencyUnavailable(str(err)) from None
         return record
 
-    async def result(self, job_id: str) -> tuple[dict, list[PageResult]]:
-        """A finished job's pages in order; FAILED_PRECONDITION until it succeeded."""
-        job = await self.status(job_id)
+    async def _finished(self, job_id: str, kind: str) -> dict:
+        record = await self._record(job_id)
+        if record.kind != kind:
+            other = "a masking job: use GetMaskingResult" if record.kind == MASK else "an OCR job: use GetJobResult"
+            raise InvalidInput(f"job {job_id} is {other}", [Violation("job_id", other)])
+        job = self._view(record)
         if job["state"] != "SUCCEEDED":
             detail = f": {job['error']}" if job["error"] else ""
             raise FailedPrecondition(f"job {job_id} is {job['state']}{detail}")
+        return job
+
+    async def _part(self, job_id: str, part: str) -> dict[str, bytes]:
         try:
-            raw = await self.store.read_part(job_id, PAGES)
+            return await self.store.read_part(job_id, part)
         except JobStoreUnavailable as err:
             raise DependencyUnavailable(str(err)) from None
-        pages = sorted((page_from_json(v) for v in raw.values()), key=lambda p: p.index)
+
+    async def result(self, job_id: str) -> tuple[dict, list[PageResult]]:
+        """A finished OCR job's pages in order; FAILED_PRECONDITION until it succeeded."""
+        job = await self._finished(job_id, KIND)
+        pages = sorted((page_from_json(v) for v in (await self._part(job_id, PAGES)).values()), key=lambda p: p.index)
         return job, pages
+
+    async def masking_result(self, job_id: str) -> tuple[dict, list[dict]]:
+        """A finished masking job's pages (findings with boxes) in order."""
+        job = await self._finished(job_id, MASK)
+        pages = sorted((json.loads(v) for v in (await self._part(job_id, MASKED)).values()), key=lambda p: p["index"])
+        return job, pages
+
+    async def masked_page(self, job_id: str, index: int) -> bytes:
+        """One masked page of a finished masking job as PNG; NOT_FOUND when the job did not render it."""
+        await self._finished(job_id, MASK)
+        try:
+            png = await self.store.read_entry(job_id, PNG, str(index))
+        except JobStoreUnavailable as err:
+            raise DependencyUnavailable(str(err)) from None
+        if png is None:
+            raise NotFound(f"job {job_id} has no masked image of page {index} (ask for masked_png; pages "
+                           "count from 0)")
+        return png
 
     # -- the job handler (runs on whichever instance took the job) -------------------------------
 
     async def _read_pages(self, record: JobRecord, payload: bytes, ctx: JobContext) -> None:
-        """Read every page not yet read (a resumed job skips the rest); a page that fails ends the job."""
+        """An OCR job: every page's reading stored by index."""
+        async def store(pages: list[PageResult], images: dict[int, Image.Image]) -> None:
+            await ctx.write_part(PAGES, {str(p.index): page_to_json(p) for p in pages})
+
+        await self._each_page(record, payload, ctx, PAGES, store, need_images=False)
+
+    async def _mask_pages(self, record: JobRecord, payload: bytes, ctx: JobContext) -> None:
+        """A masking job: every page read, its personal data located, the masked PNG rendered if asked."""
+        masking = dict(record.meta.get("masking") or {})
+        png = bool(masking.pop("masked_png", False))
+        policy = Policy(kinds=tuple(masking.get("kinds") or ()) or Policy().kinds,
+                        threshold=masking.get("threshold", Policy().threshold),
+                        company_lines=bool(masking.get("company_lines")), keep=bool(masking.get("keep")))
+
+        def work(page: PageResult, image: Image.Image | None) -> tuple[dict, bytes | None]:
+            t = time.perf_counter_ns()
+            found = locate(page, policy)
+            rendered = masked_png(image, found) if png and image is not None else None
+            took = page.timings.get("total_ns", 0) * (not page.cached) + time.perf_counter_ns() - t
+            return masked_view(page, found, rendered is not None, took), rendered
+
+        async def store(pages: list[PageResult], images: dict[int, Image.Image]) -> None:
+            done = await asyncio.gather(*(asyncio.to_thread(work, p, images.get(p.index)) for p in pages))
+            await ctx.write_part(MASKED, {str(p.index): json.dumps(view, ensure_ascii=False)
+                                          for p, (view, _) in zip(pages, done, strict=True)})
+            await ctx.write_part(PNG, {str(p.index): image for p, (_, image) in zip(pages, done, strict=True)
+                                       if image is not None})
+
+        await self._each_page(record, payload, ctx, MASKED, store, need_images=png)
+
+    async def _each_page(self, record: JobRecord, payload: bytes, ctx: JobContext, part: str,
+                         store: Callable[[list[PageResult], dict[int, Image.Image]], Awaitable[None]],
+                         need_images: bool) -> None:
+        """Read every page not yet stored in ``part`` (a resumed job skips the rest), a window at a time.
+
+        An upload's pages come from the OCR cache when it holds them (decoded only if ``need_images``);
+        an upload read whole is put there. A page that fails ends the job, naming the page.
+        """
         options = ExtractOptions(**record.meta["options"])
-        done = {int(k) for k in await ctx.read_part(PAGES)}
+        done = {int(k) for k in await ctx.read_part(part)}
         index = 0
         try:
             for i, data in enumerate(unpack_uploads(payload)):
-                images = await self.extractor.decode(data, f"contents[{i}]")
+                key = self.cache.key(data, options) if self.cache is not None else ""
+                cached = await self.cache.get(key) if self.cache is not None else None
+                images = await self.extractor.decode(data, f"contents[{i}]") if cached is None or need_images \
+                    else []
                 base = index
-                todo = [(base + k, image) for k, image in enumerate(images) if base + k not in done]
+                n = len(cached) if cached is not None else len(images)
+                todo = [base + k for k in range(n) if base + k not in done]
+                read: list[PageResult] = []
                 # Pages are read a window at a time, one per engine, so a multi-page job uses every core;
                 # results are stored by page index, so the order they finish in does not matter.
                 window = max(1, self.extractor.pool.size)
                 for start in range(0, len(todo), window):
                     chunk = todo[start:start + window]
-                    index = chunk[0][0]  # named in the error if this window fails (its first page)
-                    pages = await asyncio.gather(*(self._read_with_retry(i, img, options) for i, img in chunk))
-                    await ctx.write_part(PAGES, {str(p.index): page_to_json(p) for p in pages})
+                    index = chunk[0]  # named in the error if this window fails (its first page)
+                    if cached is not None:
+                        pages = [replace(cached[k - base], index=k) for k in chunk]
+                    else:
+                        pages = list(await asyncio.gather(*(self._read_with_retry(k, images[k - base], options)
+                                                            for k in chunk)))
+                        read += pages
+                    await store(pages, {k: images[k - base] for k in chunk} if images else {})
                     done.update(p.index for p in pages)
                     await ctx.progress(done=len(done))
-                index = base + len(images)
+                if self.cache is not None and cached is None and len(read) == n:
+                    await self.cache.put(key, [replace(p, index=p.index - base) for p in read])
+                index = base + n
         except MeshError as err:
             await ctx.progress(error=f"page {index}: {err.message}")
 
@@ -224,3 +312,10 @@ class JobStore:
                 return await self.extractor.read_page(index, image, options)
             except Overloaded as err:  # Extract calls hold the engines; wait our turn
                 await asyncio.sleep(err.retry_after_s)
+
+
+def masked_view(page: PageResult, found: list[Located], has_png: bool, total_ns: int) -> dict:
+    """A masking job's stored result of one page."""
+    return {"index": page.index, "image_size": list(page.image_size), "has_png": has_png, "cached": page.cached,
+            "mean_confidence": page.mean_confidence, "fallback_reason": page.fallback_reason,
+            "total_ns": total_ns, "entities": [asdict(f) for f in found]}

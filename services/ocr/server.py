@@ -63,6 +63,20 @@ class OcrService:
         await stop(self, grace)
 
 
+def engine_revision(settings: OcrSettings, reader: VisionReader | None) -> str:
+    """What a cached reading depends on besides the upload and the request's options."""
+    import tesserocr
+
+    from services.ocr.cache import READER_REVISION
+
+    reading = settings.model_dump(include={"languages", "max_side", "pdf_dpi", "deskew", "smooth_radius", "flatten",
+                                           "line_height", "compare_as_uploaded", "min_confidence",
+                                           "max_low_word_share", "min_plausible_confidence", "max_uncovered",
+                                           "max_sync_pages", "vlm_model"})
+    version = tesserocr.tesseract_version().split()[1]
+    return f"{version}|{READER_REVISION}|{sorted(reading.items())}|{reader is not None}"
+
+
 async def create_ocr_service(
     settings: OcrSettings,
     *,
@@ -92,7 +106,8 @@ async def create_ocr_service(
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,
-                    tracer_provider=tracer_provider)
+                    tracer_provider=tracer_provider, cache_ttl_s=settings.ocr_cache_ttl_s,
+                    cache_revision=engine_revision(settings, reader))
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,

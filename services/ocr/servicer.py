@@ -27,15 +27,33 @@ def options_from_proto(o: pb.Options) -> ExtractOptions:
                           smooth=not o.disable_smoothing)
 
 
+def box_to_proto(box: tuple[int, int, int, int] | list[int] | None) -> pb.Box | None:
+    """A (left, top, width, height) box; None stays unset."""
+    return None if box is None else pb.Box(left=box[0], top=box[1], width=box[2], height=box[3])
+
+
 def page_to_proto(p: PageResult) -> pb.Page:
     """One page."""
     return pb.Page(
         index=p.index, text=p.text, mean_confidence=p.mean_confidence, engine=ENGINES[p.engine],
         fallback_reason=p.fallback_reason, fallback_error=p.fallback_error, skew_degrees=p.skew_degrees,
         ocr_width=p.ocr_size[0], ocr_height=p.ocr_size[1], timings=pb.PageTimings(**p.timings),
-        lines=[pb.Line(text=ln.text, confidence=ln.confidence,
-                       box=pb.Box(left=ln.box[0], top=ln.box[1], width=ln.box[2], height=ln.box[3]))
+        image_width=p.image_size[0], image_height=p.image_size[1], cached=p.cached,
+        lines=[pb.Line(text=ln.text, confidence=ln.confidence, box=box_to_proto(ln.box),
+                       image_box=box_to_proto(ln.image_box),
+                       words=[pb.Word(text=w.text, confidence=w.confidence, box=box_to_proto(w.box)) for w in ln.words])
                for ln in p.lines])
+
+
+def masked_page_to_proto(page: dict) -> pb.MaskedPage:
+    """One page of a masking job's result (services.ocr.jobs.masked_view)."""
+    return pb.MaskedPage(
+        index=page["index"], image_width=page["image_size"][0], image_height=page["image_size"][1],
+        has_png=page["has_png"], cached=page["cached"], mean_confidence=page["mean_confidence"],
+        fallback_reason=page["fallback_reason"], total_ns=page["total_ns"],
+        entities=[pb.MaskedEntity(kind=e["kind"], score=e["score"], rule=e["rule"], text=e["text"],
+                                  box=box_to_proto(e["box"]), masked=[box_to_proto(b) for b in e["masked"]])
+                  for e in page["entities"]])
 
 
 def job_to_proto(job: dict) -> pb.Job:
@@ -45,6 +63,16 @@ def job_to_proto(job: dict) -> pb.Job:
                   updated_unix_ms=job["updated_unix_ms"], expires_unix_ms=job["expires_unix_ms"])
 
 
+def _policy_violations(kinds, threshold: float, prefix: str = "") -> list[Violation]:
+    bad: list[Violation] = []
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        bad.append(Violation(f"{prefix}kinds", f"unknown {unknown}; known: {list(KINDS)}"))
+    if not 0 <= threshold <= 1:
+        bad.append(Violation(f"{prefix}threshold", "must be between 0 and 1"))
+    return bad
+
+
 def pii_policy(request: pb.DetectPiiRequest) -> Policy:
     """The request's policy; every problem named at once (INVALID_ARGUMENT)."""
     bad: list[Violation] = []
@@ -52,16 +80,22 @@ def pii_policy(request: pb.DetectPiiRequest) -> Policy:
         bad.append(Violation("text", "empty or whitespace-only"))
     elif len(request.text) > MAX_TEXT_CHARS:
         bad.append(Violation("text", f"{len(request.text):,} characters; at most {MAX_TEXT_CHARS:,}"))
-    unknown = sorted(set(request.kinds) - set(KINDS))
-    if unknown:
-        bad.append(Violation("kinds", f"unknown {unknown}; known: {list(KINDS)}"))
     threshold = request.threshold if request.HasField("threshold") else DEFAULT_THRESHOLD
-    if not 0 <= threshold <= 1:
-        bad.append(Violation("threshold", "must be between 0 and 1"))
+    bad += _policy_violations(request.kinds, threshold)
     if bad:
         raise InvalidInput("invalid personal-data request", bad)
     return Policy(kinds=tuple(request.kinds) or KINDS, threshold=threshold, company_lines=request.company_lines,
                   keep=request.keep)
+
+
+def masking_policy(m: pb.MaskingOptions) -> dict:
+    """A masking job's policy as stored with the job (INVALID_ARGUMENT naming each bad field)."""
+    threshold = m.threshold if m.HasField("threshold") else DEFAULT_THRESHOLD
+    bad = _policy_violations(m.kinds, threshold, "masking.")
+    if bad:
+        raise InvalidInput("invalid masking options", bad)
+    return {"kinds": list(m.kinds), "threshold": threshold, "keep": m.keep, "company_lines": m.company_lines,
+            "masked_png": m.masked_png}
 
 
 def joined(pages: list[PageResult]) -> str:
@@ -78,9 +112,15 @@ class OcrServicer:
         self.max_sync_pages = max_sync_pages
 
     async def Extract(self, request, context):  # noqa: N802
-        """Read one image or a short PDF now."""
-        pages = await self.extractor.extract(request.content, options_from_proto(request.options),
-                                             self.max_sync_pages)
+        """Read one image or a short PDF now (from the OCR cache when it holds the same upload)."""
+        options = options_from_proto(request.options)
+        cache = self.jobs.cache
+        key = cache.key(request.content, options, self.max_sync_pages) if cache is not None and request.content else ""
+        pages = await cache.get(key) if cache is not None and key else None
+        if pages is None:
+            pages = await self.extractor.extract(request.content, options, self.max_sync_pages)
+            if cache is not None and key:
+                await cache.put(key, pages)
         return pb.ExtractResponse(pages=[page_to_proto(p) for p in pages], text=joined(pages))
 
     async def SubmitJob(self, request, context):  # noqa: N802
@@ -103,6 +143,21 @@ class OcrServicer:
             spans=[pb.PiiSpan(kind=s.kind, start=s.start, end=s.end, score=s.score, rule=s.rule,
                               text=request.text[s.start:s.end]) for s in spans],
             masked_text=masked, detect_ns=int((time.perf_counter() - t) * 1e9))
+
+    async def SubmitMaskingJob(self, request, context):  # noqa: N802
+        """Queue a masking job (its policy checked first)."""
+        masking = masking_policy(request.masking)
+        job = await self.jobs.submit(list(request.contents), options_from_proto(request.options), masking)
+        return pb.SubmitMaskingJobResponse(job=job_to_proto(job))
+
+    async def GetMaskingResult(self, request, context):  # noqa: N802
+        """A finished masking job's findings per page."""
+        job, pages = await self.jobs.masking_result(request.job_id)
+        return pb.GetMaskingResultResponse(job=job_to_proto(job), pages=[masked_page_to_proto(p) for p in pages])
+
+    async def GetMaskedPage(self, request, context):  # noqa: N802
+        """One masked page as PNG."""
+        return pb.GetMaskedPageResponse(png=await self.jobs.masked_page(request.job_id, request.index))
 
     async def GetJobResult(self, request, context):  # noqa: N802
         """A finished job's pages."""

@@ -242,7 +242,9 @@ async def test_vlm_fallback_only_when_tesseract_fails(redis_url, vision_standin)
     reader = OpenAIVisionReader(vision_standin.url, "standin-vlm")
     blank = io.BytesIO()
     Image.new("RGB", (320, 200), (250, 250, 250)).save(blank, format="PNG")
-    async with running_ocr(reader=reader, **settings(redis_url, job_workers=0, vlm_timeout_s=2.0)) as service, \
+    # The same upload is sent again to see the VLM's answers change: no OCR cache here.
+    async with running_ocr(reader=reader, **settings(redis_url, job_workers=0, vlm_timeout_s=2.0,
+                                                      ocr_cache_ttl_s=0)) as service, \
             grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         stub = pb_grpc.OcrServiceStub(channel)
         ok = await stub.Extract(pb.ExtractRequest(content=SAMPLES["paragraph-00"].png()), timeout=30)

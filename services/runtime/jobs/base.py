@@ -116,6 +116,10 @@ class Jobs(ABC):
     async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:
         """Every entry of one of a job's parts (empty when none was written, or it expired)."""
 
+    async def read_entry(self, job_id: str, part: str, key: str) -> bytes | None:
+        """One entry of a job's part (None when absent); stores read just that entry where they can."""
+        return (await self.read_part(job_id, part)).get(key)
+
     async def write_part(self, job_id: str, part: str, entries: dict[str, str | bytes], *,
                          fence: int | None = None) -> None:
         """Add (or replace) entries of a declared part (fenced like :meth:`save`); it expires with the job."""

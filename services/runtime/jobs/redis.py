@@ -229,6 +229,9 @@ class RedisJobs(Jobs):
         raw = await self._redis(self.redis.hgetall(self._key(job_id, part)))
         return {k.decode() if isinstance(k, bytes) else k: v for k, v in raw.items()}
 
+    async def read_entry(self, job_id: str, part: str, key: str) -> bytes | None:  # noqa: D102
+        return await self._redis(self.redis.hget(self._key(job_id, part), key))
+
     async def used_bytes(self) -> int:
         """Memory Redis uses now (what a bound on stored uploads compares against)."""
         return int((await self._redis(self.redis.info("memory"))).get("used_memory", 0))
