@@ -114,7 +114,37 @@ def _walk(it: tesserocr.PyResultIterator, words: list[tuple[str, float]]) -> lis
         for w in ln.words:  # symbols that do not spell the word's text: one share of its box per character
             if len(w.chars) != len(w.text):
                 w.chars = split_box(w.box, len(w.text))
+            else:
+                w.chars = tighten(w.chars, w.text)
+                w.box = (min(c[0] for c in w.chars), min(c[1] for c in w.chars),
+                         max(c[0] + c[2] for c in w.chars) - min(c[0] for c in w.chars),
+                         max(c[1] + c[3] for c in w.chars) - min(c[1] for c in w.chars))
     return lines
+
+
+def tighten(chars: list[Box], text: str) -> list[Box]:
+    """Character boxes with the LSTM's stretched ones cut back to their word's usual size.
+
+    Tesseract's LSTM gives a word's last symbol whatever is left of the word's box (often twice a
+    character's width, into the space after it) and some symbols a box taller than their neighbours':
+    a box wider than 1.8 times the word's median character width keeps that width from its left edge,
+    and a digit or Hangul syllable taller than 1.15 times the median height is cut to the median top
+    and bottom (Latin letters keep theirs: ascenders and descenders differ by design).
+    """
+    full = [c for c in chars if c[2] > 2 and c[3] > 5]  # not dashes, dots or slivers
+    if len(full) < 3:
+        return chars
+    width = sorted(c[2] for c in full)[len(full) // 2]
+    height = sorted(c[3] for c in full)[len(full) // 2]
+    top = sorted(c[1] for c in full)[len(full) // 2]
+    out = []
+    for (x, y, w, h), ch in zip(chars, text, strict=True):
+        if w > 1.8 * width:
+            w = width
+        if h > 1.15 * height and (ch.isdigit() or "\uac00" <= ch <= "\ud7a3"):
+            y, h = max(y, top), min(y + h, top + height) - max(y, top)
+        out.append((x, y, w, max(1, h)))
+    return out
 
 
 def split_box(box: Box, n: int) -> list[Box]:

@@ -34,21 +34,35 @@ class Located:
     masked: list[Box] = field(default_factory=list)
 
 
-# Tesseract's Korean model often splits one word into syllables ("여 권 번호", "홍 길 동"), which hides
-# labels and names from the detector: two words closer than this share of the line's character height
-# are joined without a space. Chosen on the tune split of bench/masking_set.py (bench/results/masking_tune.md).
-JOIN_GAP = 0.2
+# Tesseract's Korean model often splits one word into syllables ("여 권 번호", "홍 길 동") and a number
+# into pieces ("721013-1 582438"), which hides labels, names and numbers from the detector. The page is
+# read twice: as Tesseract spaced it (two words closer than JOIN_GAP times the line's character height
+# are joined: no space was printed there), and *glued* — two Hangul syllables, or two pieces of a
+# number, closer than GLUE_GAP are joined too. Both chosen on the tune split of bench/masking_set.py.
+JOIN_GAP = 0.15
+GLUE_GAP = 0.8
+_NUMBER = set("0123456789-.")
 
 
 def _chars(word: Word) -> list[Box]:
     return word.chars if len(word.chars) == len(word.text) else [word.box] * len(word.text)
 
 
-def page_text(page: PageResult, join_gap: float | None = None) -> tuple[str, list[Box | None]]:
+def _hangul(ch: str) -> bool:
+    return "\uac00" <= ch <= "\ud7a3"
+
+
+def _glues(left: str, right: str) -> bool:
+    return (_hangul(left) and _hangul(right)) or (left in _NUMBER and right in _NUMBER)
+
+
+def page_text(page: PageResult, join_gap: float | None = None,
+              glue_gap: float = 0.0) -> tuple[str, list[Box | None]]:
     """The page's text from its words, and each character's box (None for the spaces and newlines added).
 
     Words of a line are joined by a space unless the gap between them is under ``join_gap`` (default
-    :data:`JOIN_GAP`) times the line's median character height.
+    :data:`JOIN_GAP`) times the line's median character height, or under ``glue_gap`` times it where
+    both sides are Hangul or both part of a number.
     """
     gap_share = JOIN_GAP if join_gap is None else join_gap
     parts: list[str] = []
@@ -64,9 +78,11 @@ def page_text(page: PageResult, join_gap: float | None = None) -> tuple[str, lis
         previous: Box | None = None
         for word in ln.words:
             chars = _chars(word)
-            if previous is not None and chars[0][0] - (previous[0] + previous[2]) >= gap_share * height:
-                parts.append(" ")
-                boxes.append(None)
+            if previous is not None:
+                gap = (chars[0][0] - (previous[0] + previous[2])) / max(1, height)
+                if gap >= gap_share and not (gap < glue_gap and _glues(parts[-1][-1], word.text[0])):
+                    parts.append(" ")
+                    boxes.append(None)
             parts.append(word.text)
             boxes.extend(chars)
             previous = chars[-1]
@@ -91,11 +107,7 @@ def _per_line(boxes: list[Box]) -> list[Box]:
     return [union(r) for r in runs]
 
 
-def locate(page: PageResult, policy: Policy) -> list[Located]:
-    """The personal data on one page with its boxes (a VLM page has no boxes: nothing to locate)."""
-    text, boxes = page_text(page)
-    if not text.strip():
-        return []
+def _located(text: str, boxes: list[Box | None], policy: Policy) -> list[Located]:
     spans = detect(text, policy)
     hidden = mask(text, spans, policy.keep)
     shown = {i for i, (a, b) in enumerate(zip(mask(text, spans), hidden, strict=True)) if a != b} if policy.keep \
@@ -103,11 +115,36 @@ def locate(page: PageResult, policy: Policy) -> list[Located]:
     out = []
     for s in spans:
         chars = [boxes[i] for i in range(s.start, s.end) if boxes[i] is not None]
-        if not chars:
-            continue
-        out.append(Located(s.kind, s.score, s.rule, text[s.start:s.end], union(chars),  # type: ignore[arg-type]
-                           _hidden_runs(boxes, text, hidden, shown, s.start, s.end) or _per_line(chars)))  # type: ignore[arg-type]
+        if chars:
+            out.append(Located(s.kind, s.score, s.rule, text[s.start:s.end], union(chars),  # type: ignore[arg-type]
+                               _hidden_runs(boxes, text, hidden, shown, s.start, s.end)
+                               or _per_line(chars)))  # type: ignore[arg-type]
     return out
+
+
+def _overlap(a: Box, b: Box) -> float:
+    """The intersection's share of the smaller box."""
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    return max(0, w) * max(0, h) / max(1, min(a[2] * a[3], b[2] * b[3]))
+
+
+def locate(page: PageResult, policy: Policy) -> list[Located]:
+    """The personal data on one page with its boxes (a VLM page has no boxes: nothing to locate).
+
+    The findings of the page as spaced and as glued are merged: where two overlap, the higher score
+    wins, then the larger box.
+    """
+    found: list[Located] = []
+    for glue in (0.0, GLUE_GAP):
+        text, boxes = page_text(page, glue_gap=glue)
+        if text.strip():
+            found += _located(text, boxes, policy)
+    kept: list[Located] = []
+    for f in sorted(found, key=lambda f: (-f.score, -f.box[2] * f.box[3])):
+        if all(_overlap(f.box, k.box) < 0.5 for k in kept):
+            kept.append(f)
+    return sorted(kept, key=lambda f: (f.box[1] // 10, f.box[0]))
 
 
 def _hidden_runs(boxes: list[Box | None], text: str, hidden: str, shown: set[int], start: int,

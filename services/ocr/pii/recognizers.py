@@ -204,6 +204,9 @@ def bank_accounts(text: str, view: str) -> Iterator[Span]:
 # -- passports and driver's licences -------------------------------------------------------------
 _PASSPORT = re.compile(_B + r"([MSRODG][0-9]{8}|M[0-9]{3}[A-Z][0-9]{4})" + _E)
 PASSPORT_WORDS = ("여권", "passport", "Passport", "PASSPORT", "여권번호")
+# After 여권, a 9-character number whose letter OCR misread (M as 1, 4, N or <; the letter of the 2021
+# form as a digit): what a passport number looks like when read off an image.
+_PASSPORT_READ = re.compile(_B + r"([A-Z0-9<][0-9]{3}[A-Z0-9<][0-9]{4})" + _E)
 _LICENSE = re.compile(r"(?:(?<=[가-힣])|" + _B + r")\s?(\d{2})(" + _S + r")(\d{2})" + _S + r"(\d{6})" + _S
                       + r"(\d{2})" + _E)
 LICENSE_WORDS = ("면허", "운전면허", "면허번호", "driver", "Driver")
@@ -212,10 +215,15 @@ LICENSE_WORDS = ("면허", "운전면허", "면허번호", "driver", "Driver")
 def passports(text: str, view: str) -> Iterator[Span]:
     """Korean passport numbers (M12345678, the 2021 form M123A4567): the form, and 여권 nearby."""
     upper = view.upper()
+    seen = set()
     for m in _PASSPORT.finditer(upper):
         context = _context(text, m.start(), m.end(), PASSPORT_WORDS, before=24)
+        seen.add(m.start())
         yield Span("passport", m.start(), m.end(), 0.9 if context else 0.4, "passport:" + ("context" if context
                                                                                              else "form"))
+    for m in _PASSPORT_READ.finditer(upper):
+        if m.start() not in seen and _context(text, m.start(), m.end(), PASSPORT_WORDS, before=12):
+            yield Span("passport", m.start(), m.end(), 0.7, "passport:context+misread")
 
 
 def licenses(text: str, view: str) -> Iterator[Span]:

@@ -78,3 +78,20 @@ def test_a_masked_page_is_black_where_the_findings_are():
 def test_page_results_with_words_survive_json():
     page = _page(["성명:", "홍길동"])
     assert page_from_json(page_to_json(page)) == page
+
+
+def test_stretched_character_boxes_are_cut_back_to_the_words_usual_size():
+    from services.ocr.engine import tighten
+
+    chars = [(0, 3, 13, 21), (18, 3, 13, 21), (36, 3, 13, 21), (54, 12, 7, 2), (66, 0, 14, 27), (84, 0, 40, 27)]
+    assert tighten(chars, "123-45") == [*chars[:4], (66, 3, 14, 21), (84, 3, 13, 21)]
+    latin = [(0, 0, 10, 30), (12, 8, 10, 22), (24, 8, 10, 22), (36, 8, 10, 22)]  # "kaaa": k keeps its ascender
+    assert tighten(latin, "kaaa") == latin
+
+
+def test_syllables_tesseract_split_are_glued_for_the_detector():
+    page = _page(["여", "권", "번호:", "M12345678"])
+    page.lines[0].words[1] = Word("권", 95.0, (26, 10, 12, 20), [(26, 10, 12, 20)])  # 4 px after 여
+    text, _ = page_text(page, glue_gap=0.8)
+    assert text.startswith("여권")
+    assert page_text(page)[0].startswith("여 권")
