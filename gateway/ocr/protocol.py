@@ -84,8 +84,8 @@ class OcrResult(BaseModel):
     pages: list[OcrPage]
 
 
-class OcrJob(BaseModel):
-    """An OCR job; ``result`` is present once ``state`` is ``succeeded``."""
+class JobState(BaseModel):
+    """What every job of the OCR service reports (OCR and masking jobs)."""
 
     id: str
     state: Literal["queued", "running", "succeeded", "failed"]
@@ -95,6 +95,11 @@ class OcrJob(BaseModel):
     created_unix_ms: int
     updated_unix_ms: int
     expires_unix_ms: int
+
+
+class OcrJob(JobState):
+    """An OCR job; ``result`` is present once ``state`` is ``succeeded``."""
+
     result: OcrResult | None = None
 
 
@@ -184,15 +189,7 @@ class MaskingResult(BaseModel):
     pages: list[MaskedPage]
 
 
-class MaskingJob(BaseModel):
+class MaskingJob(JobState):
     """A masking job; ``result`` is present once ``state`` is ``succeeded``."""
 
-    id: str
-    state: Literal["queued", "running", "succeeded", "failed"]
-    pages_total: int
-    pages_done: int
-    error: str = ""
-    created_unix_ms: int
-    updated_unix_ms: int
-    expires_unix_ms: int
     result: MaskingResult | None = None

@@ -30,11 +30,16 @@ def page_view(p: Page) -> api.OcrPage:
                for ln in p.lines])
 
 
+def _state(job: Job) -> dict:
+    """The fields every job view shares (api.JobState)."""
+    return {"id": job.id, "state": job.state, "pages_total": job.pages_total, "pages_done": job.pages_done,
+            "error": job.error, "created_unix_ms": job.created_unix_ms, "updated_unix_ms": job.updated_unix_ms,
+            "expires_unix_ms": job.expires_unix_ms}
+
+
 def job_view(job: Job, result: tuple[str, list[Page]] | None = None) -> api.OcrJob:
     """The REST view of a job (and its result once it succeeded)."""
-    out = api.OcrJob(id=job.id, state=job.state, pages_total=job.pages_total, pages_done=job.pages_done,
-                     error=job.error, created_unix_ms=job.created_unix_ms, updated_unix_ms=job.updated_unix_ms,
-                     expires_unix_ms=job.expires_unix_ms)
+    out = api.OcrJob(**_state(job))
     if result is not None:
         text, pages = result
         out.result = api.OcrResult(text=text, pages=[page_view(p) for p in pages])
@@ -43,9 +48,7 @@ def job_view(job: Job, result: tuple[str, list[Page]] | None = None) -> api.OcrJ
 
 def masking_view(job: Job, pages: list[MaskedPage] | None = None) -> api.MaskingJob:
     """The REST view of a masking job (and its findings once it succeeded)."""
-    out = api.MaskingJob(id=job.id, state=job.state, pages_total=job.pages_total, pages_done=job.pages_done,
-                         error=job.error, created_unix_ms=job.created_unix_ms, updated_unix_ms=job.updated_unix_ms,
-                         expires_unix_ms=job.expires_unix_ms)
+    out = api.MaskingJob(**_state(job))
     if pages is not None:
         out.result = api.MaskingResult(pages=[api.MaskedPage(
             index=p.index, image_width=p.image_size[0], image_height=p.image_size[1], cached=p.cached,
