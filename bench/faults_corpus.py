@@ -99,10 +99,20 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/summaries"): {"text": "요약할 글입니다. 두 문장입니다."},
         ("POST", "/v1/answers"): {"collection": SCRATCH, "question": "제주 여행은 언제가 좋나요?", "top_k": 3},
         ("POST", "/v1/answers:stream"): {"collection": SCRATCH, "question": "제주 여행은 언제가 좋나요?", "top_k": 3},
+        ("POST", "/v1/tasks/{name}"): {"input": {"text": "[카카오] 1차 면접: 내일 오후 3시"}, "cache": False},
+        ("POST", "/v1/tasks/{name}:stream"): {"input": {"text": "[카카오] 1차 면접: 내일 오후 3시"}, "cache": False},
     }
 
 
 GOOD_PARAMS = {"name": SCRATCH, "job_id": "0" * 32, "model_id": "intfloat/multilingual-e5-small"}
+ROUTE_PARAMS = {"/v1/tasks/{name}": {"name": "calendar_parse"}, "/v1/tasks/{name}:stream": {"name": "calendar_parse"}}
+
+
+def good_params(path: str) -> dict[str, str]:
+    """The path parameters that name something that exists on ``path`` (a task there, a collection elsewhere)."""
+    return {**GOOD_PARAMS, **ROUTE_PARAMS.get(path, {})}
+
+
 BAD_PARAMS = ["%00", "%ED%A0%80", "..%2F..%2Fetc", "A" * 300, "x%3Apages", "%20", "*", "-1e400", "%FF%FE"]
 S = SCRATCH
 NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
@@ -194,6 +204,14 @@ NESTED_CASES: list[tuple[str, str, str]] = [  # (route, description, raw body)
     ("/v1/masking/jobs", "pdf bomb", json.dumps({"documents": [
         {"content_base64": base64.b64encode(pdf_bomb()).decode()}]})),
     ("/v1/masking/jobs", "30 MB upload", json.dumps({"documents": [{"content_base64": "A" * 30_000_000}]})),
+    ("/v1/tasks/{name}", "input not an object", json.dumps({"input": ["x"]})),
+    ("/v1/tasks/{name}", "text a number", json.dumps({"input": {"text": 3}})),
+    ("/v1/tasks/{name}", "reference_date not a date", json.dumps({"input": {"text": "면접",
+                                                                           "reference_date": "어제"}})),
+    ("/v1/tasks/{name}", "timezone ../etc", json.dumps({"input": {"text": "면접", "timezone": "../../etc/passwd"}})),
+    ("/v1/tasks/{name}", "text 100k", json.dumps({"input": {"text": "가" * 100_000}})),
+    ("/v1/tasks/{name}", "unknown model route", json.dumps({"input": {"text": "면접"}, "model": "huge"})),
+    ("/v1/tasks/{name}:stream", "lone surrogate", '{"input": {"text": "면접 \\ud800"}}'),
     ("/v1/ocr/jobs", "languages ../etc", json.dumps({"documents": [{"content_base64": "aGVsbG8="}],
                                                      "languages": "../../etc"})),
 ]
@@ -245,7 +263,7 @@ def rest_cases(openapi: dict[str, Any], png: str) -> tuple[list[RestCase], list[
         for method in ops:
             method = method.upper()
             route = f"{method} {path}"
-            url = _fill(path, {**GOOD_PARAMS, "name": f"{SCRATCH}-gone"} if method == "DELETE" else GOOD_PARAMS)
+            url = _fill(path, {**GOOD_PARAMS, "name": f"{SCRATCH}-gone"} if method == "DELETE" else good_params(path))
             for bad in BAD_PARAMS if "{" in path else []:
                 cases.append(RestCase(route, f"path parameter {bad[:12]}", method, _fill(path, dict.fromkeys(
                     ("name", "job_id", "model_id"), bad)), b"{}" if method == "POST" else None, json_ct))
@@ -279,8 +297,8 @@ def rest_cases(openapi: dict[str, Any], png: str) -> tuple[list[RestCase], list[
                         cases.append(RestCase(route, f"{key} = {what}", method, url, _with_bad(template, key, raw),
                                               json_ct))
     for route_path, what, raw in NESTED_CASES:
-        cases.append(RestCase(f"POST {route_path}", what, "POST", _fill(route_path, GOOD_PARAMS), raw.encode(),
-                              json_ct))
+        url = _fill(route_path, good_params(route_path))
+        cases.append(RestCase(f"POST {route_path}", what, "POST", url, raw.encode(), json_ct))
     body = json.dumps(known[("POST", "/v1/search")]).encode()
     for headers in BAD_HEADERS:
         cases.append(RestCase("POST /v1/search", f"header {next(iter(headers))}", "POST", "/v1/search", body,

@@ -133,6 +133,27 @@ GenerationEvent = Delta | Done | StreamError
 
 
 @dataclass(frozen=True)
+class TaskRetry:
+    """A task's first output broke its schema (``error`` says where): the deltas before it are void."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class TaskDone:
+    """A task run's end: the model's output, the post step's result, attempts and accounting."""
+
+    output: dict
+    result: dict
+    attempts: int
+    usage: Usage
+    version: int
+
+
+TaskEvent = Delta | TaskRetry | TaskDone | StreamError
+
+
+@dataclass(frozen=True)
 class ToolCall:
     """A tool call: ``arguments`` is JSON text."""
 
@@ -314,6 +335,19 @@ def completion_event(e: pb.CompleteResponse) -> CompletionEvent:
     return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
 
 
+def task_event(e: pb.RunTaskResponse) -> TaskEvent:
+    """A RunTask stream event -> domain."""
+    kind = e.WhichOneof("event")
+    if kind == "delta":
+        return Delta(e.delta)
+    if kind == "retry":
+        return TaskRetry(e.retry.error)
+    if kind == "done":
+        return TaskDone(json.loads(e.done.output_json), json.loads(e.done.result_json), e.done.attempts,
+                        usage_from_proto(e.done.usage), e.done.version)
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+
+
 def complete_request(messages: Sequence[ChatMessage], *, options: Options | None = None,
                      response_format: ResponseFormat | None = None, tools: Sequence[Tool] = (),
                      tool_choice: ToolChoice | None = None, session_id: str = "", model: str = "",
@@ -401,6 +435,20 @@ class AsyncReasoningClient(HealthCheck):
         req = complete_request(messages, options=options, response_format=response_format, tools=tools,
                                tool_choice=tool_choice, session_id=session_id, model=model, buffered=buffered)
         return self._stream(self._stub.Complete(req, timeout=timeout_s or self.timeout_s), completion_event)
+
+    def run_task(self, task: str, value: dict, *, version: int = 0, timeouts: Timeouts | None = None,
+                 model: str = "", session_id: str = "", timeout_s: float | None = None
+                 ) -> AsyncGenerator[TaskEvent, None]:
+        """Stream one run of a declared task: output deltas, then one ``TaskDone`` or ``StreamError``.
+
+        A ``TaskRetry`` comes between two attempts. ``version``: the version the caller expects (0: any).
+        """
+        req = pb.RunTaskRequest(task=task, version=version, input_json=json.dumps(value, ensure_ascii=False),
+                                model=model, session_id=session_id)
+        if timeouts is not None:
+            req.timeouts.CopyFrom(pb.Timeouts(first_token_s=timeouts.first_token_s,
+                                              generation_s=timeouts.generation_s, total_s=timeouts.total_s))
+        return self._stream(self._stub.RunTask(req, timeout=timeout_s or self.timeout_s), task_event)
 
     async def reasons(self, query: str, items: Sequence[Item], *, options: Options | None = None,
                       timeout_s: float | None = None) -> Reasons:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import uvicorn
 from prometheus_client import start_http_server
@@ -14,6 +15,7 @@ from gateway.http.protocol import protocol_with_timeout
 from services.runtime.errors import StartupError
 from services.runtime.logs import configure_logging
 from services.runtime.settings import fail, settings_from_cli
+from services.runtime.tasks.spec import BUILTIN_DIR, TaskFileError, load_tasks
 from services.runtime.tracing import instrument_process, make_tracer_provider
 
 PROG = "python -m gateway"
@@ -26,6 +28,10 @@ def main() -> None:
                                                        settings.api_keys_file).enabled:
         fail(PROG, "no API key configured: set MESH_GATEWAY_API_KEYS or --api-keys-file (a mounted secret), "
                    "or pass --allow-no-auth (MESH_GATEWAY_ALLOW_NO_AUTH=1) for local development")
+    try:  # a bad task file is one line naming the file and the field, before anything starts
+        load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())])
+    except TaskFileError as err:
+        fail(PROG, f"task file {err}")
     if settings.workers > 1:
         from services.runtime.workers import supervise
 

@@ -32,6 +32,7 @@ from gateway.ocr.router import router as ocr_router
 from gateway.openai_api.router import router as openai_router
 from gateway.reasoning.router import router as reasoning_router
 from gateway.search.router import router as search_router
+from gateway.tasks.router import router as tasks_router
 from gateway.wiring import Mesh, build_mesh
 
 # The contract's version: minor for additions since the release in gateway/releases/, major for a break.
@@ -70,7 +71,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
-                   health_router):
+                   tasks_router, health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)
@@ -82,7 +83,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, limits={
         "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
         "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,
-        "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm})
+        "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm,
+        "/v1/tasks/": settings.max_inflight_llm})
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)

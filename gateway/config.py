@@ -77,6 +77,12 @@ class GatewaySettings(BaseSettings):
                                                            "which does not transfer to other collections "
                                                            "(bench/results/answers_relevance.md)")
     answer_max_tokens: int = Field(384, ge=16, le=4096, description="tokens an answer may take")
+    tasks_dirs: str = Field("", description="more directories of task files (comma-separated), served after the "
+                                            "built-in ones (services/runtime/tasks/defs); a bad file stops the start")
+    tasks_route: str = Field("", description="model route of declared tasks whose role --task-routes does not map "
+                                             "(empty: the default route)")
+    task_routes: str = Field("", description='task roles to model routes as JSON, e.g. {"interview": "large", '
+                                             '"calendar": "local"} (a task file names its role in `route`)')
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")
     reasoning_timeout_ms: int = Field(60000, ge=10, le=600000,
@@ -191,11 +197,30 @@ class GatewaySettings(BaseSettings):
                     raise ValueError(f"model_routes[{name!r}]: unknown keys {sorted(set(spec) - {'targets', 'model'})}")
         names = set(self.route_specs())
         for field_name in ("default_model_route", "chat_route", "recommendations_route", "summaries_route",
-                           "expand_route", "answers_route"):
+                           "expand_route", "answers_route", "tasks_route"):
             value = getattr(self, field_name)
             if value and value not in names:
                 raise ValueError(f"{field_name} {value!r} is not a model route (routes: {sorted(names)})")
+        for role, route in self.task_route_table().items():
+            if route not in names:
+                raise ValueError(f"task_routes[{role!r}] {route!r} is not a model route (routes: {sorted(names)})")
         return self
+
+    def task_route_table(self) -> dict[str, str]:
+        """Task role -> model route (``''``: --tasks-route, else the default route)."""
+        table: object = {}
+        if self.task_routes.strip():
+            try:
+                table = json.loads(self.task_routes)
+            except ValueError as err:
+                raise ValueError(f"task_routes is not JSON: {err}") from None
+        if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
+            raise ValueError('task_routes must be a JSON object {"role": "model route name"}')
+        return {**table, "": self.route_of(self.tasks_route)}
+
+    def task_dirs(self) -> list[str]:
+        """The extra task directories, in order."""
+        return [d.strip() for d in self.tasks_dirs.split(",") if d.strip()]
 
     def route_of(self, feature_route: str) -> str:
         """A feature's route: its own setting, else the default route."""

@@ -8,6 +8,7 @@ cache or tracer provider and pass it to :func:`gateway.app.create_app`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
@@ -29,11 +30,14 @@ from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.summaries import Summaries
 from gateway.search.expansion import QueryExpander
 from gateway.search.serving import Search
+from gateway.tasks.serving import Tasks
+from gateway.tasks.store import KeyValue, MemoryKeyValue, RedisKeyValue
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
 from services.runtime.jobs import Jobs, MemoryJobs
 from services.runtime.jobs.redis import RedisJobs
+from services.runtime.tasks.spec import BUILTIN_DIR, load_tasks
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class Mesh:
     routes: ModelRoutes
     completions: ChatCompletions
     answers: Answers
+    tasks: Tasks
+    store: KeyValue
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -88,6 +94,7 @@ class Mesh:
     async def close(self) -> None:
         """Stop job workers (running jobs stay leased and resume elsewhere), flush the cache, close the clients."""
         await self.jobs.close()
+        await self.store.close()
         await self.vectors.close()
         await self.clients.close()
 
@@ -116,9 +123,13 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 
+    store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
+    tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
+                  store)
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(clients.retrieval, jobs),
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=Recommendations(search, pool(settings.recommendations_route)),
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
-                routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings))
+                routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings),
+                tasks=tasks, store=store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -52,4 +53,10 @@ class ReasoningSettings(ServiceSettings):
     max_history_tokens: int = Field(3000, ge=1, description="cap on a chat history (estimated tokens)")
     max_concurrent_calls: int = Field(64, ge=1, description="calls in flight before RESOURCE_EXHAUSTED")
     prices_json: str = Field("{}", description='USD per 1M tokens: {"model": [prompt, completion]}')
+    tasks_dirs: str = Field("", description="more directories of task files (comma-separated), served after the "
+                                            "built-in ones (services/runtime/tasks/defs); a bad file stops the start")
     instance_name: str = Field("", description="name reported in usage (default host:port)")
+
+    def task_dirs(self) -> list[Path]:
+        """The extra task directories, in order."""
+        return [Path(d.strip()) for d in self.tasks_dirs.split(",") if d.strip()]

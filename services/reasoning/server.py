@@ -18,6 +18,8 @@ from services.reasoning.backends.base import BackendError, GenerationParams
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Failed, Generator, PriceTable, Timeouts
 from services.reasoning.servicer import ReasoningServicer
+from services.runtime.errors import StartupError
+from services.runtime.tasks.spec import BUILTIN_DIR, TaskFileError, load_tasks
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ReasoningService"]
 log = logging.getLogger(__name__)
@@ -75,7 +77,11 @@ async def create_reasoning_service(
                           Timeouts(settings.first_token_timeout_s, settings.generation_timeout_s,
                                    settings.total_timeout_s), PriceTable(settings.prices_json),
                           settings.prefill_tokens_per_s)
-    placeholder = ReasoningServicer(generator, settings, "")
+    try:  # a bad task file is one line naming the file and the field, before anything starts
+        tasks = load_tasks([BUILTIN_DIR, *settings.task_dirs()])
+    except TaskFileError as err:
+        raise StartupError(f"task file {err}") from None
+    placeholder = ReasoningServicer(generator, settings, "", tasks)
     # Names are unique per position: two backends may share a display name.
     probes = [Dependency(f"llm[{i}] {b.name}", b.probe) for i, b in enumerate(generator.backends)]
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, placeholder)],

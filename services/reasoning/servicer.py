@@ -9,7 +9,15 @@ from collections.abc import AsyncIterator
 import jsonschema
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 
-from services.bootstrap.errors import InvalidInput, MeshError, Overloaded, Violation, grpc_code_for
+from services.bootstrap.errors import (
+    FailedPrecondition,
+    InvalidInput,
+    MeshError,
+    NotFound,
+    Overloaded,
+    Violation,
+    grpc_code_for,
+)
 from services.reasoning.backends.base import GenerationParams
 from services.reasoning.cards import ItemIn, ReasonOut
 from services.reasoning.complete_request import check_text, complete_plan
@@ -19,6 +27,9 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
 from services.reasoning.reasons import ReasonWriter
+from services.reasoning.tasks import Retry, TaskDone, TaskRunner
+from services.runtime.tasks.checks import TaskInputError, checked_input
+from services.runtime.tasks.spec import Task
 
 KINDS = {"first_token_timeout": pb.ERROR_KIND_FIRST_TOKEN_TIMEOUT,
          "generation_timeout": pb.ERROR_KIND_GENERATION_TIMEOUT,
@@ -33,10 +44,12 @@ STATUSES = {"ok": pb.REASON_STATUS_OK, "regenerated": pb.REASON_STATUS_REGENERAT
 class ReasoningServicer:
     """Implements mesh.reasoning.v1.ReasoningService."""
 
-    def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str) -> None:
+    def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str,
+                 tasks: dict[str, Task] | None = None) -> None:
         self.generator = generator
         self.reasons = ReasonWriter(generator)
         self.completer = Completer(generator)
+        self.tasks = TaskRunner(generator, tasks or {})
         self.s = settings
         self.instance = instance
         self.inflight = 0
@@ -257,5 +270,51 @@ class ReasoningServicer:
                 else:
                     yield pb.CompleteResponse(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
                                                                    completion_tokens=event.completion_tokens))
+        finally:
+            self.inflight -= 1
+
+    # -- RunTask -------------------------------------------------------------------------------
+
+    def _task(self, request) -> tuple[Task, dict, Timeouts]:
+        task = self.tasks.tasks.get(request.task)
+        if task is None:
+            raise NotFound(f"task {request.task!r} is not declared here (tasks: {sorted(self.tasks.tasks)})")
+        if request.version and request.version != task.spec.version:
+            raise FailedPrecondition(f"task {task.name!r} is version {task.spec.version} here, "
+                                     f"not {request.version}: the caller's task files differ")
+        try:
+            raw = json.loads(request.input_json or "null")
+        except ValueError as err:
+            raise InvalidInput("input_json is not JSON", [Violation("input_json", str(err)[:200])]) from None
+        try:
+            value = checked_input(task, raw)
+        except TaskInputError as err:
+            raise InvalidInput(err.message, [Violation(f, d) for f, d in err.violations]) from None
+        violations: list[Violation] = []
+        timeouts = self._timeouts(pb.Options(timeouts=request.timeouts), violations, total_default=task.spec.deadline_s)
+        if violations:
+            raise InvalidInput("invalid run task request", [Violation(v.field.removeprefix("options."), v.description)
+                                                            for v in violations])
+        return task, value, timeouts
+
+    async def RunTask(self, request, context):  # noqa: N802
+        """Stream one run of a declared task: output deltas (a retry between attempts), then done or error."""
+        task, value, timeouts = self._task(request)
+        self._admit()
+        self.inflight += 1
+        try:
+            async for event in self.tasks.run(task, value, timeouts, model=request.model):
+                if isinstance(event, Delta):
+                    yield pb.RunTaskResponse(delta=event.text)
+                elif isinstance(event, Retry):
+                    yield pb.RunTaskResponse(retry=pb.TaskRetry(error=event.error))
+                elif isinstance(event, TaskDone):
+                    yield pb.RunTaskResponse(done=pb.TaskDone(
+                        output_json=json.dumps(event.output, ensure_ascii=False),
+                        result_json=json.dumps(event.result, ensure_ascii=False), attempts=event.attempts,
+                        usage=self.usage(event.usage), version=task.spec.version))
+                else:
+                    yield pb.RunTaskResponse(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
+                                                                  completion_tokens=event.completion_tokens))
         finally:
             self.inflight -= 1

@@ -12,6 +12,8 @@ Stated rules (not fitted to any data):
 - an hour of 1-7 written without 오전/오후 is read in the afternoon (business hours: ``3시 면접``);
   ``저녁``/``밤`` add 12 hours, ``새벽``/``아침``/``오전`` none; ``정오`` is 12:00, ``자정`` the day's
   end (23:59);
+- ``이번 달 말`` / ``월말`` is the month's last day, ``다음 달 초`` the next month's 1st (a day
+  without a time, so an all-day date);
 - a week is Monday to Sunday: ``이번 주 금요일`` is that week's Friday, ``다음 주`` the next week's,
   ``금요일`` alone the next Friday from the reference date (the same day included).
 """
@@ -32,6 +34,8 @@ _WEEKDAY_PAREN = re.compile(r"\s*[(（]\s*(?P<w>[월화수목금토일])(?:요�
 _REL_DAY = {"오늘": 0, "금일": 0, "당일": 0, "내일": 1, "명일": 1, "익일": 1, "모레": 2, "내일모레": 2, "글피": 3}
 _REL_DAY_RE = re.compile("|".join(sorted(_REL_DAY, key=len, reverse=True)))
 _WEEK_RE = re.compile(r"(?P<rel>이번\s*주|금주|다음\s*주|차주|다다음\s*주|지난\s*주)?\s*(?P<w>[월화수목금토일])요일")
+_MONTH_EDGE_RE = re.compile(r"(?P<rel>이번\s*달|이달|금월|다음\s*달|내달|익월|(?P<m>\d{1,2})\s*월|월(?=말))?\s*"
+                            r"(?P<edge>말|초)(?:일(?=$|[^가-힣]|까지|에|부터))?(?=$|[^가-힣]|까지|에|경|쯤|부터|마감)")
 _AFTER_RE = re.compile(r"(?P<n>\d{1,3})\s*(?P<unit>일|주)\s*(?:후|뒤)")
 _TIME_RE = re.compile(
     r"(?P<mer>오전|오후|아침|저녁|밤|새벽|낮|AM|PM|am|pm)?\s*"
@@ -85,6 +89,24 @@ def _fit_weekday(d: date, weekday: int, explicit_year: bool, ref: date) -> date:
     return d
 
 
+def _month_edge(m: re.Match, ref: date) -> date:
+    """``이번 달 말`` (the month's last day), ``다음 달 초`` (its 1st), ``3월 말``; alone, this month's."""
+    rel = re.sub(r"\s", "", m["rel"] or "")
+    year, month = ref.year, ref.month
+    if m["m"]:
+        month = int(m["m"])
+        if not 1 <= month <= 12:
+            month = ref.month
+        elif month < ref.month and (ref.month - month) * 30 > PAST_DAYS:
+            year += 1
+    elif rel in ("다음달", "내달", "익월"):
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    if m["edge"] == "초":
+        return date(year, month, 1)
+    nxt = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
+    return nxt - timedelta(days=1)
+
+
 def _date_at(text: str, ref: date) -> tuple[date, int, int] | None:
     """The first date in ``text``: (day, start, end) or None."""
     found: list[tuple[int, int, date]] = []
@@ -131,6 +153,9 @@ def _date_at(text: str, ref: date) -> tuple[date, int, int] | None:
     if m4:
         n = int(m4["n"]) * (7 if m4["unit"] == "주" else 1)
         found.append((m4.start(), m4.end(), ref + timedelta(days=n)))
+    m6 = _MONTH_EDGE_RE.search(text)
+    if m6 and (m6["rel"] or m6.start() == 0 or text[m6.start() - 1] in " (,"):
+        found.append((m6.start(), m6.end(), _month_edge(m6, ref)))
     if not found:
         m5 = _MONTH_DAY_ONLY.search(text)
         if m5:

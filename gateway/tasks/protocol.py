@@ -1,0 +1,78 @@
+"""``/v1/tasks`` REST models (contract v1; fields only ever added).
+
+A task's own input and result are JSON objects whose schemas ``GET /v1/tasks`` lists, so they are
+free-form here and validated by the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gateway.http.models import Strict
+from gateway.reasoning.protocol import LlmUsage
+
+
+class TaskRequest(Strict):
+    """One run of a declared task."""
+
+    input: dict[str, Any] = Field(description="the task's input, validated against its input_schema (GET /v1/tasks)",
+                                  examples=[{"text": "[카카오] 1차 면접: 다음 주 화요일 오후 3시",
+                                             "reference_date": "2026-03-04"}])
+    model: str | None = Field(None, min_length=1, max_length=128,
+                              description="model route (GET /v1/models); default: the route the task's role maps to")
+    cache: bool = Field(True, description="false: neither read nor write the response cache for this run")
+    session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+
+
+class TaskExample(BaseModel):
+    """An input the task accepts."""
+
+    input: dict[str, Any]
+
+
+class TaskInfo(BaseModel):
+    """One declared task: what it takes, what it returns, how it runs."""
+
+    name: str
+    version: int = Field(description="bumped with every change of prompt or schema (part of the cache key)")
+    description: str
+    role: str = Field(description="the task's model role ('' = none); --task-routes maps roles to routes")
+    route: str = Field(description="the model route it runs on when a request names none")
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] = Field(description="what the model writes (held to it by the backend's grammar)")
+    result_schema: dict[str, Any] = Field(description="what a run returns as `result` (output after the post step)")
+    post: str | None = Field(description="the step code runs on the output (dates, grade, overall score), if any")
+    sampling: dict[str, Any]
+    max_tokens: int
+    deadline_s: float = Field(description="the run's deadline when no X-Request-Timeout-Ms is sent")
+    cache_ttl_s: int | None = Field(description="how long results are cached; null: not cached")
+    examples: list[TaskExample]
+
+
+class TaskList(BaseModel):
+    """Every declared task."""
+
+    tasks: list[TaskInfo]
+
+
+class TaskTimings(BaseModel):
+    """Where the run's time went."""
+
+    llm_ms: float = Field(description="the model's calls, all attempts")
+    post_ms: float
+    total_ms: float
+
+
+class TaskResponse(BaseModel):
+    """A task's validated result."""
+
+    task: str
+    version: int
+    result: dict[str, Any] = Field(description="validated against the task's result_schema")
+    cached: bool = Field(description="served from the response cache (no model call)")
+    attempts: int = Field(description="model calls made: 1, or 2 when the first output broke the schema; 0 when cached")
+    route: str
+    usage: LlmUsage | None = None
+    timings: TaskTimings

@@ -1,0 +1,167 @@
+"""The state tasks keep: cached results and interview records, in Redis or, without one, in this process.
+
+Redis is shared by every gateway instance; the in-process store is not.
+
+Only what the two users need: strings with a TTL (the response cache) and hashes whose fields are
+claimed once (``hsetnx``: an interview's questions and answers, so two instances can never record two
+answers to one question). Every Redis call has a socket timeout; callers decide whether an error
+fails open (the cache) or fails the request (interviews, whose state must not be lost silently).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+
+
+class StoreUnavailable(Exception):
+    """The store did not answer (Redis down or slow)."""
+
+
+class KeyValue(ABC):
+    """Strings and hashes with TTLs."""
+
+    shared = False  # whether other gateway instances see the same data
+
+    @abstractmethod
+    async def get(self, key: str) -> str | None:
+        """The string at ``key`` or None."""
+
+    @abstractmethod
+    async def set(self, key: str, value: str, ttl_s: int) -> None:
+        """Store a string for ``ttl_s`` seconds."""
+
+    @abstractmethod
+    async def hsetnx(self, key: str, field: str, value: str, ttl_s: int) -> bool:
+        """Set ``field`` of hash ``key`` unless it exists (True when set); the hash lives ``ttl_s`` more."""
+
+    @abstractmethod
+    async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:
+        """Set ``field`` of hash ``key``; the hash lives ``ttl_s`` more."""
+
+    @abstractmethod
+    async def hdel(self, key: str, field: str) -> None:
+        """Remove ``field`` of hash ``key``."""
+
+    @abstractmethod
+    async def hgetall(self, key: str) -> dict[str, str]:
+        """Every field of hash ``key`` ({} when there is none)."""
+
+    @abstractmethod
+    async def ttl(self, key: str) -> int:
+        """Seconds ``key`` has left (0 when gone)."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class MemoryKeyValue(KeyValue):
+    """In this process (the embedded default without Redis); expired keys are dropped when touched."""
+
+    def __init__(self, max_keys: int = 10000) -> None:
+        self.max_keys = max_keys
+        self._data: dict[str, tuple[float, str | dict[str, str]]] = {}
+
+    def _live(self, key: str) -> str | dict[str, str] | None:
+        entry = self._data.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= time.monotonic():
+            del self._data[key]
+            return None
+        return entry[1]
+
+    def _put(self, key: str, value: str | dict[str, str], ttl_s: int) -> None:
+        if key not in self._data and len(self._data) >= self.max_keys:
+            now = time.monotonic()
+            for k in [k for k, (expiry, _) in self._data.items() if expiry <= now]:
+                del self._data[k]
+            if len(self._data) >= self.max_keys:  # still full: the entry closest to expiry goes
+                del self._data[min(self._data, key=lambda k: self._data[k][0])]
+        self._data[key] = (time.monotonic() + ttl_s, value)
+
+    def _hash(self, key: str) -> dict[str, str]:
+        value = self._live(key)
+        return dict(value) if isinstance(value, dict) else {}
+
+    async def get(self, key: str) -> str | None:  # noqa: D102
+        value = self._live(key)
+        return value if isinstance(value, str) else None
+
+    async def set(self, key: str, value: str, ttl_s: int) -> None:  # noqa: D102
+        self._put(key, value, ttl_s)
+
+    async def hsetnx(self, key: str, field: str, value: str, ttl_s: int) -> bool:  # noqa: D102
+        fields = self._hash(key)
+        if field in fields:
+            return False
+        fields[field] = value
+        self._put(key, fields, ttl_s)
+        return True
+
+    async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:  # noqa: D102
+        fields = self._hash(key)
+        fields[field] = value
+        self._put(key, fields, ttl_s)
+
+    async def hdel(self, key: str, field: str) -> None:  # noqa: D102
+        entry = self._data.get(key)
+        if entry is not None and isinstance(entry[1], dict):
+            entry[1].pop(field, None)
+
+    async def hgetall(self, key: str) -> dict[str, str]:  # noqa: D102
+        return self._hash(key)
+
+    async def ttl(self, key: str) -> int:  # noqa: D102
+        entry = self._data.get(key)
+        return max(0, math.ceil(entry[0] - time.monotonic())) if entry and self._live(key) is not None else 0
+
+
+class RedisKeyValue(KeyValue):
+    """Redis; each write sets the TTL in the same round trip (MULTI)."""
+
+    shared = True
+
+    def __init__(self, url: str, timeout_s: float = 0.5) -> None:
+        import redis.asyncio as redis
+
+        self._redis = redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                     decode_responses=True)
+
+    async def _call(self, op):
+        try:
+            return await op
+        except Exception as exc:  # noqa: BLE001 - every Redis failure is one kind to the callers
+            raise StoreUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def get(self, key: str) -> str | None:  # noqa: D102
+        return await self._call(self._redis.get(key))
+
+    async def set(self, key: str, value: str, ttl_s: int) -> None:  # noqa: D102
+        await self._call(self._redis.set(key, value, ex=ttl_s))
+
+    async def hsetnx(self, key: str, field: str, value: str, ttl_s: int) -> bool:  # noqa: D102
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hsetnx(key, field, value)
+        pipe.expire(key, ttl_s)
+        created, _ = await self._call(pipe.execute())
+        return bool(created)
+
+    async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:  # noqa: D102
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(key, field, value)
+        pipe.expire(key, ttl_s)
+        await self._call(pipe.execute())
+
+    async def hdel(self, key: str, field: str) -> None:  # noqa: D102
+        await self._call(self._redis.hdel(key, field))
+
+    async def hgetall(self, key: str) -> dict[str, str]:  # noqa: D102
+        return await self._call(self._redis.hgetall(key))
+
+    async def ttl(self, key: str) -> int:  # noqa: D102
+        return max(0, int(await self._call(self._redis.ttl(key))))
+
+    async def close(self) -> None:  # noqa: D102
+        await self._redis.aclose()

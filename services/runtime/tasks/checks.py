@@ -1,0 +1,64 @@
+"""What a task's input and result must be: checked against the task's schemas, with paths that name the field."""
+
+from __future__ import annotations
+
+import jsonschema
+
+from services.runtime.tasks import post as steps
+from services.runtime.tasks.spec import Task
+
+
+class TaskInputError(ValueError):
+    """An input a task cannot take: a message and every bad field as (``input.<path>``, what is wrong)."""
+
+    def __init__(self, message: str, violations: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.violations = violations
+
+
+def field_path(error: jsonschema.ValidationError, root: str) -> str:
+    """``input.history[0].answer``: where a validation error is."""
+    out = root
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def errors_of(validator: jsonschema.protocols.Validator, value: object, root: str) -> list[tuple[str, str]]:
+    """Every validation error as (path, message), in path order (10 at most)."""
+    found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    return [(field_path(e, root), e.message[:300]) for e in found[:10]]
+
+
+def first_error(validator: jsonschema.protocols.Validator, value: object, root: str) -> str | None:
+    """The first validation error as ``path: message`` (None when ``value`` is valid)."""
+    found = errors_of(validator, value, root)
+    return f"{found[0][0]}: {found[0][1]}"[:300] if found else None
+
+
+def checked_input(task: Task, value: object) -> dict:
+    """The input with defaults filled; :class:`TaskInputError` naming ``input.<field>`` when it breaks the schema."""
+    if not isinstance(value, dict):
+        raise TaskInputError(f"{task.name}: the input must be a JSON object", [("input", "not an object")])
+    violations = errors_of(task.input_validator, value, "input")
+    if violations:
+        raise TaskInputError(f"the input does not follow {task.name}'s input_schema: "
+                             f"{violations[0][0]}: {violations[0][1]}"[:400], violations)
+    full = task.with_defaults(value)
+    check = steps.CHECKS.get(task.spec.post or "")
+    if check is not None:
+        try:
+            check(full)
+        except steps.PostError as err:
+            raise TaskInputError(str(err), [(err.field, str(err))]) from None
+    return full
+
+
+def finish(task: Task, output: dict, value: dict) -> dict:
+    """The post step's result, checked against ``result_schema`` (ValueError when the step broke it)."""
+    result = task.post(output, value) if task.post is not None else output
+    problem = first_error(task.result_validator, result, "result")
+    if problem is not None:
+        raise ValueError(f"{task.name}'s result broke its result_schema: {problem}")
+    return result

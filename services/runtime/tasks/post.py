@@ -1,0 +1,193 @@
+"""Post-processing steps a task file may name (``post:``): what code decides after the model wrote its object.
+
+A step takes the model's validated output and the task's input and returns the result, which is
+validated against the task's ``result_schema``. Steps hold the parts a model should not decide:
+dates resolved against a reference date, skills looked up in the résumé and the match score they
+make, a grade that follows the score, an overall score that is the criteria's mean — so the same
+output always gives the same result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from services.runtime.korean import dates
+
+
+class PostError(ValueError):
+    """An input a step cannot use (a bad time zone or reference date): a 400 naming the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# match score -> grade (a stated scale, not fitted): the lowest score of each grade.
+GRADES = (("A", 80), ("B", 60), ("C", 40), ("D", 0))
+# The match score's share that is the posting's skills found in the résumé (code); the rest is the
+# model's judgement of the experience (a stated split, not fitted).
+SKILL_WEIGHT = 0.6
+# Words that say how much of a skill is asked for, not which: cut before a skill is looked for.
+_SKILL_NOISE = re.compile(r"\d+\s*년\s*(?:이상|이하)?|이상|경험자?|능력|역량|지식|이해(?:도)?|활용|사용|보유|우대|"
+                          r"가능자?|숙련(?:자|도)?|실무|필수|관련|및|또는|등")
+_SKILL_SPLIT = re.compile(r"\s*(?:/|,|·|、|\||\(|\)|그리고)\s*")
+# English names and their Korean spellings (a short stated list: either spelling counts as the skill).
+ALIASES = {"java": "자바", "spring": "스프링", "python": "파이썬", "javascript": "자바스크립트",
+           "typescript": "타입스크립트",
+           "kubernetes": "쿠버네티스", "docker": "도커", "react": "리액트", "kotlin": "코틀린", "swift": "스위프트",
+           "linux": "리눅스", "kafka": "카프카", "redis": "레디스", "go": "고언어", "excel": "엑셀", "figma": "피그마",
+           "photoshop": "포토샵", "tableau": "태블로", "android": "안드로이드", "pytorch": "파이토치"}
+_ALIAS_BACK = {ko: en for en, ko in ALIASES.items()}
+# Korean particles cut from a word's end before it is looked for (longest first).
+_JOSA = ("으로", "에서", "과", "와", "을", "를", "은", "는", "이", "가", "의", "로", "에")
+
+
+def grade_of(score: float) -> str:
+    """The grade of a 0-100 match score."""
+    return next(g for g, floor in GRADES if score >= floor)
+
+
+def _compact(text: str) -> str:
+    return re.sub(r"[\s\-_.]", "", text.lower())
+
+
+def _words(skill: str) -> list[str]:
+    words = []
+    for word in _SKILL_NOISE.sub(" ", skill).split():
+        for josa in _JOSA:
+            if word.endswith(josa) and len(word) > len(josa) + 1:
+                word = word[: -len(josa)]
+                break
+        if len(word) >= 2 or word.isascii() and word.isalpha():
+            words.append(word)
+    return words
+
+
+def _has(text: str, word: str) -> bool:
+    w = _compact(word)
+    if not w:
+        return False
+    other = ALIASES.get(w) or _ALIAS_BACK.get(w)
+    if w.isascii() and len(w) <= 3:  # "Go", "AWS", "SQL": a whole word, not a piece of another
+        return re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", text.lower()) is not None or \
+            bool(other and other in _compact(text))
+    return w in _compact(text) or bool(other and _compact(other) in _compact(text))
+
+
+def skills(phrases: list[str]) -> list[str]:
+    """The model's skill phrases split (``Java/Spring`` is two) and cleaned, first mention kept."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for phrase in phrases:
+        for part in _SKILL_SPLIT.split(str(phrase)):
+            name = " ".join(_words(part))
+            if name and _compact(name) not in seen:
+                seen.add(_compact(name))
+                out.append(name)
+    return out
+
+
+def skill_found(resume: str, skill: str) -> bool:
+    """True when every word of ``skill`` (noise words cut) is in the résumé (either spelling of an alias)."""
+    words = _words(skill)
+    return bool(words) and all(_has(resume, w) for w in words)
+
+
+def match_score(output: dict, value: dict) -> dict:
+    """The analysis with the skills checked and the score computed by code.
+
+    The model lists the posting's skills and judges the experience (``experience_fit``, 0-100);
+    code keeps the skills the posting names, looks each up in the résumé (found or missing), and
+    the match score is ``SKILL_WEIGHT`` x the share found + the rest x the model's judgement; the
+    grade follows the score (A >= 80, B >= 60, C >= 40, else D).
+    """
+    posting, resume = str(value.get("posting", "")), str(value.get("resume", ""))
+    asked = [s for s in skills(output.get("required_skills", [])) if skill_found(posting, s)]
+    found = [s for s in asked if skill_found(resume, s)]
+    missing = [s for s in asked if s not in found]
+    fit = int(output["experience_fit"])
+    coverage = len(found) / len(asked) if asked else None
+    score = round(SKILL_WEIGHT * 100 * coverage + (1 - SKILL_WEIGHT) * fit) if coverage is not None else fit
+    return {"match_score": score, "grade": grade_of(score), "skills_found": found, "skills_missing": missing,
+            "skill_coverage": round(coverage, 3) if coverage is not None else None, "experience_fit": fit,
+            "strengths": output["strengths"], "weaknesses": output["weaknesses"], "summary": output["summary"]}
+
+
+# An answer shorter than this cannot show practical depth: that criterion is at most SHORT_DEPTH_MAX
+# (a stated rule, not fitted: about one sentence).
+SHORT_ANSWER_CHARS = 40
+SHORT_DEPTH_MAX = 3
+
+
+def criteria_mean(output: dict, value: dict) -> dict:
+    """The evaluation with ``overall`` the mean of its criteria's scores (one decimal), placed after the criteria.
+
+    A short answer (under ``SHORT_ANSWER_CHARS`` characters, spaces aside) has its ``practical_depth``
+    capped at ``SHORT_DEPTH_MAX`` first.
+    """
+    criteria = {name: dict(c) for name, c in output["criteria"].items()}
+    answer = re.sub(r"\s", "", str(value.get("answer", "")))
+    if "practical_depth" in criteria and len(answer) < SHORT_ANSWER_CHARS:
+        criteria["practical_depth"]["score"] = min(int(criteria["practical_depth"]["score"]), SHORT_DEPTH_MAX)
+    scores = [float(c["score"]) for c in criteria.values()]
+    overall = round(sum(scores) / len(scores), 1) if scores else 0.0
+    out: dict = {}
+    for key, item in output.items():
+        out[key] = criteria if key == "criteria" else item
+        if key == "criteria":
+            out["overall"] = overall
+    return out
+
+
+def reference(value: dict) -> tuple[date, ZoneInfo]:
+    """The input's reference date (default: today in its zone) and time zone (default Asia/Seoul)."""
+    try:
+        tz = ZoneInfo(value.get("timezone") or "Asia/Seoul")
+    except (ZoneInfoNotFoundError, ValueError):
+        raise PostError("input.timezone", f"{value.get('timezone')!r} is not an IANA time zone") from None
+    raw = value.get("reference_date")
+    if not raw:
+        return datetime.now(tz).date(), tz
+    try:
+        return date.fromisoformat(raw), tz
+    except ValueError:
+        raise PostError("input.reference_date", f"{raw!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+def calendar_dates(output: dict, value: dict) -> dict:
+    """The model's date phrases resolved by code; where they resolve to nothing, the notice's first date phrase."""
+    ref, tz = reference(value)
+    start_text = str(output.get("start_text") or "")
+    end_text = str(output.get("end_text") or "")
+    found = dates.span(start_text, ref) if start_text else None
+    source = "model"
+    if found is None:
+        spans = dates.scan(str(value.get("text", "")), ref)
+        found, source = (spans[0], "scan") if spans else (None, "none")
+    start = end = None
+    all_day = True
+    if found is not None:
+        start = dates.iso(found.start, tz, end_of_day=False)
+        end_when = found.end
+        if end_text and source == "model":
+            end_span = dates.span(end_text, found.start.day)
+            if end_span is not None:
+                end_when = end_span.end or end_span.start
+            else:  # "18시까지": a time alone ends the start's day
+                t = dates.when(f"{found.start.day:%Y년 %m월 %d일} {end_text}", ref)
+                end_when = t if t is not None and t.at is not None else end_when
+        end = dates.iso(end_when, tz, end_of_day=True) if end_when else None
+        all_day = found.start.at is None and (end_when is None or end_when.at is None)
+    return {"company": output["company"], "stage": output["stage"], "title": output.get("title", ""),
+            "start": start, "end": end, "all_day": all_day, "start_text": start_text, "end_text": end_text,
+            "dates_from": source, "reference_date": ref.isoformat(), "timezone": tz.key}
+
+
+STEPS: dict[str, Callable[[dict, dict], dict]] = {
+    "match_score": match_score, "criteria_mean": criteria_mean, "calendar_dates": calendar_dates}
+
+# Input checks of a step, run before the model is called (a bad time zone is a 400 before any work).
+CHECKS: dict[str, Callable[[dict], object]] = {"calendar_dates": reference}
