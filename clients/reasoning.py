@@ -437,14 +437,15 @@ class AsyncReasoningClient(HealthCheck):
         return self._stream(self._stub.Complete(req, timeout=timeout_s or self.timeout_s), completion_event)
 
     def run_task(self, task: str, value: dict, *, version: int = 0, timeouts: Timeouts | None = None,
-                 model: str = "", session_id: str = "", timeout_s: float | None = None
+                 model: str = "", session_id: str = "", buffered: bool = False, timeout_s: float | None = None
                  ) -> AsyncGenerator[TaskEvent, None]:
         """Stream one run of a declared task: output deltas, then one ``TaskDone`` or ``StreamError``.
 
-        A ``TaskRetry`` comes between two attempts. ``version``: the version the caller expects (0: any).
+        A ``TaskRetry`` comes between two attempts. ``version``: the version the caller expects (0: any);
+        ``buffered``: the result is read whole, so no deltas are sent.
         """
         req = pb.RunTaskRequest(task=task, version=version, input_json=json.dumps(value, ensure_ascii=False),
-                                model=model, session_id=session_id)
+                                model=model, session_id=session_id, buffered=buffered)
         if timeouts is not None:
             req.timeouts.CopyFrom(pb.Timeouts(first_token_s=timeouts.first_token_s,
                                               generation_s=timeouts.generation_s, total_s=timeouts.total_s))

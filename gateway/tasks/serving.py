@@ -178,7 +178,7 @@ class Tasks:
             self._store_down = False
             log.info("task cache answers again")
 
-    async def _generate(self, run: Run, deadline) -> AsyncIterator[dict]:
+    async def _generate(self, run: Run, deadline, *, buffered: bool = False) -> AsyncIterator[dict]:
         """The reasoning service's run: ``{"delta": text}`` as written, ``{"retry": error}`` before a second try.
 
         Sets ``run.output`` and ``run.result`` (and attempts, usage, llm_ms); an error event is an ApiError.
@@ -189,7 +189,8 @@ class Tasks:
         t0 = time.perf_counter()
         target, client = run.route.pool.acquire(run.session)
         stream = client.run_task(task.name, run.given, version=task.spec.version, timeouts=timeouts,
-                                 model=run.route.model, session_id=run.session, timeout_s=total + 0.5)
+                                 model=run.route.model, session_id=run.session, buffered=buffered,
+                                 timeout_s=total + 0.5)
         call = TaskStream(run.route.pool, target, stream)
         try:
             await call.start()
@@ -242,7 +243,7 @@ class Tasks:
             with TRACER.start_as_current_span("gateway.task") as span:
                 span.set_attributes({"mesh.task": run.task.name, "mesh.route": run.route.name})
                 try:
-                    async for _ in self._generate(run, deadline):
+                    async for _ in self._generate(run, deadline, buffered=True):
                         pass
                 except ApiError as err:
                     if err.body.error.code != "invalid_output":

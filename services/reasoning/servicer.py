@@ -303,7 +303,7 @@ class ReasoningServicer:
         self._admit()
         self.inflight += 1
         try:
-            async for event in self.tasks.run(task, value, timeouts, model=request.model):
+            async for event in self.tasks.run(task, value, timeouts, model=request.model, buffered=request.buffered):
                 if isinstance(event, Delta):
                     yield pb.RunTaskResponse(delta=event.text)
                 elif isinstance(event, Retry):

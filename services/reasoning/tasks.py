@@ -53,8 +53,9 @@ class TaskRunner:
         self.generator = generator
         self.tasks = tasks
 
-    async def run(self, task: Task, value: dict, timeouts: Timeouts, *, model: str = "") -> AsyncIterator[TaskEvent]:
-        """Stream one run of ``task`` over a checked ``value`` (see the module doc)."""
+    async def run(self, task: Task, value: dict, timeouts: Timeouts, *, model: str = "",
+                  buffered: bool = False) -> AsyncIterator[TaskEvent]:
+        """Stream one run of ``task`` over a checked ``value`` (see the module doc); ``buffered``: no deltas."""
         spec = task.spec
         system, prompt = task.render(value)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
@@ -68,7 +69,8 @@ class TaskRunner:
             final: Finished | Failed | None = None
             async for event in self.generator.stream(messages, params, attempt_timeouts):
                 if isinstance(event, Delta):
-                    yield event
+                    if not buffered:
+                        yield event
                 else:
                     final = event
             assert final is not None, "a generator stream always ends with Finished or Failed"

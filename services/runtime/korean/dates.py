@@ -40,6 +40,7 @@ _AFTER_RE = re.compile(r"(?P<n>\d{1,3})\s*(?P<unit>일|주)\s*(?:후|뒤)")
 _TIME_RE = re.compile(
     r"(?P<mer>오전|오후|아침|저녁|밤|새벽|낮|AM|PM|am|pm)?\s*"
     r"(?:(?P<h>\d{1,2})\s*시\s*(?:(?P<min>\d{1,2})\s*분|(?P<half>반))?|(?P<hh>\d{1,2}):(?P<mm>\d{2})|(?P<word>정오|자정))")
+_DATE_TIME_GAP = re.compile(r"[\s.,]*(?:[(（]?\s*[월화수목금토일]요일\s*[)）]?|[(（]\s*[월화수목금토일]\s*[)）])?[\s.,]*")
 _RANGE_SPLIT = re.compile(r"\s*(?:~|∼|〜|–|—|부터|에서|-(?=\s*(?:\d|오전|오후)))\s*")
 
 
@@ -214,10 +215,12 @@ def when(text: str, ref: date, *, offset: int = 0) -> When | None:
     if d is None:
         return None
     day, start, end = d
-    t = _time_at(text[end:])
+    gap = _DATE_TIME_GAP.match(text, end)  # "12월 12일 토요일 오전 9시", "2026. 12. 15. (화) 14:00"
+    after = gap.end() if gap else end
+    t = _time_at(text[after:])
     at = None
-    if t is not None and not text[end:end + t[1]].strip(" ,"):  # a time right after the date is its time
-        at, end = t[0], end + t[2]
+    if t is not None and not text[after:after + t[1]].strip(" ,"):  # a time right after the date is its time
+        at, end = t[0], after + t[2]
     return When(day, at, offset + start, offset + end)
 
 

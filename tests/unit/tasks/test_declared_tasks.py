@@ -36,6 +36,8 @@ REF = date(2026, 12, 4)  # a Friday
     ("다음 달 초 오전 10시", date(2027, 1, 1), time(10, 0)),
     ("2월 말", date(2027, 2, 28), None),
     ("말씀드린 대로", None, None),
+    ("12월 12일 토요일 오전 9시", date(2026, 12, 12), time(9, 0)),  # a weekday between the date and its time
+    ("2026. 12. 15. (화) 14:00", date(2026, 12, 15), time(14, 0)),
 ])
 def test_korean_date_phrases_resolve_against_the_reference_date(phrase, day, at):
     found = dates.span(phrase, REF)
