@@ -107,7 +107,7 @@ def calendar(runner: Runner, cases: list[dict]) -> dict[str, Any]:
 
 def analysis(runner: Runner, cases: list[dict]) -> dict[str, Any]:
     """The fitting posting must score higher than the other."""
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for case in cases:
         better, _, _ = runner.run("resume_analysis", {"resume": case["resume"], "posting": case["better"]})
         worse, _, _ = runner.run("resume_analysis", {"resume": case["resume"], "posting": case["worse"]})
@@ -126,7 +126,7 @@ def analysis(runner: Runner, cases: list[dict]) -> dict[str, Any]:
 
 def feedback(runner: Runner, cases: list[dict]) -> dict[str, Any]:
     """The strong answer must have the higher overall score."""
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for case in cases:
         strong, _, _ = runner.run("answer_feedback", {"question": case["question"], "answer": case["strong"]})
         weak, _, _ = runner.run("answer_feedback", {"question": case["question"], "answer": case["weak"]})
@@ -190,7 +190,7 @@ def standin(rounds: int = 60) -> dict[str, Any]:
             notice = "[카카오] 1차 면접: 다음 주 화요일 오후 3시"
             task_body = {"input": {"text": notice, "reference_date": "2026-12-04"}, "cache": False}
             plain_body = {"model": "local", "temperature": 0, "max_tokens": 160,
-                          "messages": [{"role": "user", "content": task_body["input"]["text"]}],
+                          "messages": [{"role": "user", "content": notice}],
                           "response_format": {"type": "json_schema", "json_schema": {"name": "calendar_parse",
                                                                                     "schema": schema}}}
             times: dict[str, list[float]] = {"task": [], "completion": []}

@@ -40,7 +40,8 @@ _AFTER_RE = re.compile(r"(?P<n>\d{1,3})\s*(?P<unit>일|주)\s*(?:후|뒤)")
 _TIME_RE = re.compile(
     r"(?P<mer>오전|오후|아침|저녁|밤|새벽|낮|AM|PM|am|pm)?\s*"
     r"(?:(?P<h>\d{1,2})\s*시\s*(?:(?P<min>\d{1,2})\s*분|(?P<half>반))?|(?P<hh>\d{1,2}):(?P<mm>\d{2})|(?P<word>정오|자정))")
-_DATE_TIME_GAP = re.compile(r"[\s.,]*(?:[(（]?\s*[월화수목금토일]요일\s*[)）]?|[(（]\s*[월화수목금토일]\s*[)）])?[\s.,]*")
+_DATE_TIME_GAP = re.compile(r"[\s.,]*(?:[(（]?\s*[월화수목금토일]요일\s*[)）]?|[(（]\s*[월화수목금토일]\s*[)）])?"
+                            r"[\s.,]*")
 _RANGE_SPLIT = re.compile(r"\s*(?:~|∼|〜|–|—|부터|에서|-(?=\s*(?:\d|오전|오후)))\s*")
 
 
