@@ -169,3 +169,18 @@ def test_the_memory_store_claims_a_field_once_and_expires():
         assert await store.get("k") is None and await store.ttl("k") == 0
 
     asyncio.run(scenario())
+
+
+def test_task_roles_map_to_model_routes_that_exist():
+    from pydantic import ValidationError
+
+    from gateway.config import GatewaySettings
+
+    assert GatewaySettings(task_routes='{"analysis": "local"}').task_route_table() == {"analysis": "local",
+                                                                                       "": "local"}
+    with pytest.raises(ValidationError, match="is not a model route"):
+        GatewaySettings(task_routes='{"analysis": "nope"}')
+    with pytest.raises(ValidationError, match="not JSON"):
+        GatewaySettings(task_routes="[1")
+    with pytest.raises(ValidationError, match="JSON object"):
+        GatewaySettings(task_routes='["local"]')
