@@ -83,8 +83,8 @@ class Runner:
 
 def _start_ok(result: dict, want: str) -> bool:
     start = result.get("start") or ""
-    if len(want) == 10:  # an all-day date
-        return start[:10] == want and bool(result.get("all_day"))
+    if len(want) == 10:  # a date without a time: the start is that day's beginning
+        return start[:10] == want and start[11:16] == "00:00"
     return start[:16] == want
 
 

@@ -157,15 +157,53 @@ def reference(value: dict) -> tuple[date, ZoneInfo]:
         raise PostError("input.reference_date", f"{raw!r} is not an ISO date (YYYY-MM-DD)") from None
 
 
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def quoted(phrase: str, text: str) -> bool:
+    """True when ``phrase`` is in ``text`` as written (spaces aside)."""
+    return bool(_squeeze(phrase)) and _squeeze(phrase) in _squeeze(text)
+
+
+_NAME_END = re.compile(r"[\s\[\](){}<>,.:;!?/'\"·]")
+
+
+def whole_name(name: str, text: str) -> str:
+    """The company as the notice writes it: ``네이버`` read from ``네이버웹툰의`` is ``네이버웹툰``.
+
+    The model's name is extended to the end of the word it starts in the notice, a trailing particle cut;
+    a name the notice does not hold is kept as the model wrote it.
+    """
+    at = text.find(name) if name else -1
+    if at < 0:
+        return name
+    end = at + len(name)
+    while end < len(text) and not _NAME_END.match(text[end]):
+        end += 1
+    word = text[at:end]
+    for josa in ("에서", "으로", "은", "는", "이", "가", "의", "에", "와", "과", "를", "을", "로"):
+        if word.endswith(josa) and len(word) - len(josa) >= len(name):
+            return word[: -len(josa)]
+    return word
+
+
 def calendar_dates(output: dict, value: dict) -> dict:
-    """The model's date phrases resolved by code; where they resolve to nothing, the notice's first date phrase."""
+    """The model's date phrases resolved by code; where they resolve to nothing, the notice's first date phrase.
+
+    The model's start phrase counts only when the notice holds it as written (spaces aside); a phrase
+    it rewrote (오전 → 오후) or copied from elsewhere gives way to the notice's first date phrase.
+    """
     ref, tz = reference(value)
+    notice = str(value.get("text", ""))
     start_text = str(output.get("start_text") or "")
     end_text = str(output.get("end_text") or "")
     found = dates.span(start_text, ref) if start_text else None
+    if found is not None and not quoted(start_text[found.start.start:(found.end or found.start).end], notice):
+        found = None  # a phrase the notice does not hold (the model rewrote or made it up): the notice decides
     source = "model"
     if found is None:
-        spans = dates.scan(str(value.get("text", "")), ref)
+        spans = dates.scan(notice, ref)
         found, source = (spans[0], "scan") if spans else (None, "none")
     start = end = None
     all_day = True
@@ -181,8 +219,9 @@ def calendar_dates(output: dict, value: dict) -> dict:
                 end_when = t if t is not None and t.at is not None else end_when
         end = dates.iso(end_when, tz, end_of_day=True) if end_when else None
         all_day = found.start.at is None and (end_when is None or end_when.at is None)
-    return {"company": output["company"], "stage": output["stage"], "title": output.get("title", ""),
-            "start": start, "end": end, "all_day": all_day, "start_text": start_text, "end_text": end_text,
+    return {"company": whole_name(str(output["company"]), notice), "stage": output["stage"],
+            "title": output.get("title", ""), "start": start, "end": end, "all_day": all_day,
+            "start_text": start_text, "end_text": end_text,
             "dates_from": source, "reference_date": ref.isoformat(), "timezone": tz.key}
 
 

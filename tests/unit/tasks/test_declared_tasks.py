@@ -70,7 +70,8 @@ def test_calendar_dates_resolves_the_models_phrases_and_falls_back_to_the_notice
     assert out["dates_from"] == "model" and out["timezone"] == "Asia/Seoul"
     scanned = post.calendar_dates({**output, "start_text": "곧"}, value)  # the model's phrase names no date
     assert scanned["start"] == "2026-12-08T15:00:00+09:00" and scanned["dates_from"] == "scan"
-    until = post.calendar_dates({**output, "start_text": "12월 7일 10시", "end_text": "18시까지"}, value)
+    until = post.calendar_dates({**output, "start_text": "12월 7일 10시", "end_text": "18시까지"},
+                                {**value, "text": "[카카오] 과제 전형: 12월 7일 10시 ~ 18시까지"})
     assert until["end"] == "2026-12-07T18:00:00+09:00"
     with pytest.raises(post.PostError) as bad:
         post.reference({"timezone": "Mars/Olympus"})
@@ -184,3 +185,18 @@ def test_task_roles_map_to_model_routes_that_exist():
         GatewaySettings(task_routes="[1")
     with pytest.raises(ValidationError, match="JSON object"):
         GatewaySettings(task_routes='["local"]')
+
+
+def test_a_date_phrase_the_notice_does_not_hold_gives_way_to_the_notices_own():
+    value = {"text": "[현대자동차] 1차 면접은 12월 14일(월) 오전 10시 양재 사옥에서 진행됩니다.",
+             "reference_date": "2026-12-04", "timezone": None}
+    rewritten = {"company": "현대", "stage": "면접", "title": "", "start_text": "12월 14일(월) 오후 10시",
+                 "end_text": ""}
+    out = post.calendar_dates(rewritten, value)
+    assert out["start"] == "2026-12-14T10:00:00+09:00" and out["dates_from"] == "scan"
+    assert out["company"] == "현대자동차"  # the whole word the notice writes
+    as_written = post.calendar_dates({**rewritten, "start_text": "12월 14일(월)  오전 10시"}, value)
+    assert as_written["dates_from"] == "model" and as_written["start"] == "2026-12-14T10:00:00+09:00"
+    assert post.whole_name("네이버", "네이버웹툰의 발표") == "네이버웹툰"
+    assert post.whole_name("토스", "[토스] 면접") == "토스"
+    assert post.whole_name("구글", "네이버 면접") == "구글"  # not in the notice: as the model wrote it
