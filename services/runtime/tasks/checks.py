@@ -37,10 +37,35 @@ def first_error(validator: jsonschema.protocols.Validator, value: object, root: 
     return f"{found[0][0]}: {found[0][1]}"[:300] if found else None
 
 
+def bad_text(value: object, path: str) -> str | None:
+    """The path of the first key or string holding a lone surrogate (JSON can escape one; UTF-8 cannot carry it)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = bad_text(key, path) if isinstance(key, str) else None
+            found = found or bad_text(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = bad_text(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def checked_input(task: Task, value: object) -> dict:
     """The input with defaults filled; :class:`TaskInputError` naming ``input.<field>`` when it breaks the schema."""
     if not isinstance(value, dict):
         raise TaskInputError(f"{task.name}: the input must be a JSON object", [("input", "not an object")])
+    where = bad_text(value, "input")
+    if where is not None:
+        message = "must be valid Unicode text (no lone surrogate code points)"
+        raise TaskInputError(f"{where}: {message}", [(where, message)])
     violations = errors_of(task.input_validator, value, "input")
     if violations:
         raise TaskInputError(f"the input does not follow {task.name}'s input_schema: "
