@@ -101,10 +101,15 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/answers:stream"): {"collection": SCRATCH, "question": "제주 여행은 언제가 좋나요?", "top_k": 3},
         ("POST", "/v1/tasks/{name}"): {"input": {"text": "[카카오] 1차 면접: 내일 오후 3시"}, "cache": False},
         ("POST", "/v1/tasks/{name}:stream"): {"input": {"text": "[카카오] 1차 면접: 내일 오후 3시"}, "cache": False},
+        ("POST", "/v1/interviews"): {"resume": "백엔드 개발자 3년, Java와 Redis", "posting": "백엔드 개발자 채용",
+                                     "kind": "technical", "questions": 2},
+        ("POST", "/v1/interviews/{interview_id}/answers"): {"answer": "캐시로 응답 시간을 줄였습니다.", "turn": 1},
+        ("POST", "/v1/interviews/{interview_id}/report"): {"cache": False},
     }
 
 
-GOOD_PARAMS = {"name": SCRATCH, "job_id": "0" * 32, "model_id": "intfloat/multilingual-e5-small"}
+GOOD_PARAMS = {"name": SCRATCH, "job_id": "0" * 32, "model_id": "intfloat/multilingual-e5-small",
+               "interview_id": "0" * 32}
 ROUTE_PARAMS = {"/v1/tasks/{name}": {"name": "calendar_parse"}, "/v1/tasks/{name}:stream": {"name": "calendar_parse"}}
 
 
@@ -265,8 +270,9 @@ def rest_cases(openapi: dict[str, Any], png: str) -> tuple[list[RestCase], list[
             route = f"{method} {path}"
             url = _fill(path, {**GOOD_PARAMS, "name": f"{SCRATCH}-gone"} if method == "DELETE" else good_params(path))
             for bad in BAD_PARAMS if "{" in path else []:
-                cases.append(RestCase(route, f"path parameter {bad[:12]}", method, _fill(path, dict.fromkeys(
-                    ("name", "job_id", "model_id"), bad)), b"{}" if method == "POST" else None, json_ct))
+                bad_url = _fill(path, dict.fromkeys(("name", "job_id", "model_id", "interview_id"), bad))
+                cases.append(RestCase(route, f"path parameter {bad[:12]}", method, bad_url,
+                                      b"{}" if method == "POST" else None, json_ct))
             if method != "POST":
                 cases.append(RestCase(route, "as is", method, url))
                 cases.append(RestCase(route, "junk query string", method, url + "?top_k=1e400&x=%ED%A0%80"))

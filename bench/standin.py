@@ -8,6 +8,8 @@ obtained on these machines.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class _LoopbackServer:
     """A threaded HTTP server on a free loopback port serving ``handler``."""
@@ -39,13 +41,15 @@ class ChatStandIn(_LoopbackServer):
     "status": 200}`` -- stream ``chunks`` as SSE deltas; wait ``first_delay_s`` before the first;
     after ``stall_after`` chunks hang (until the client goes away); after ``break_after`` chunks
     close the connection without ``[DONE]``; with ``no_finish`` end with ``[DONE]`` but no finish reason
-    (how a server that interrupts a stream for another request ends it).
+    (how a server that interrupts a stream for another request ends it). ``script`` may instead be a
+    function of the request body returning the behaviour (a reply that depends on the prompt).
     """
 
-    def __init__(self, script: list[dict], port: int = 0) -> None:
+    def __init__(self, script: list[dict] | Callable[[dict], dict], port: int = 0) -> None:
         import http.server
 
-        self.script = script
+        self.reply = script if callable(script) else None
+        self.script: list[dict] = [] if callable(script) else script
         self.requests: list[dict] = []
         self.closed_early = 0
         standin = self
@@ -76,7 +80,8 @@ class ChatStandIn(_LoopbackServer):
 
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 standin.requests.append(body)
-                plan = standin.script[min(len(standin.requests), len(standin.script)) - 1]
+                plan = (standin.reply(body) if standin.reply is not None
+                        else standin.script[min(len(standin.requests), len(standin.script)) - 1])
                 if plan.get("status", 200) != 200:
                     self.send_response(plan["status"])
                     self.end_headers()

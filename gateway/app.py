@@ -28,6 +28,7 @@ from gateway.http.docs import install_docs
 from gateway.http.limits import BodyLimit
 from gateway.http.looplag import watch_loop
 from gateway.http.telemetry import RequestTelemetry
+from gateway.interviews.router import router as interviews_router
 from gateway.ocr.router import router as ocr_router
 from gateway.openai_api.router import router as openai_router
 from gateway.reasoning.router import router as reasoning_router
@@ -71,7 +72,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
-                   tasks_router, health_router):
+                   tasks_router, interviews_router, health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)
@@ -84,7 +85,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
         "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,
         "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm,
-        "/v1/tasks/": settings.max_inflight_llm})
+        "/v1/tasks/": settings.max_inflight_llm, "/v1/interviews": settings.max_inflight_llm})
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)

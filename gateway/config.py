@@ -83,6 +83,14 @@ class GatewaySettings(BaseSettings):
                                              "(empty: the default route)")
     task_routes: str = Field("", description='task roles to model routes as JSON, e.g. {"interview": "large", '
                                              '"calendar": "local"} (a task file names its role in `route`)')
+    interview_ttl_s: int = Field(7200, ge=60, le=7 * 86400,
+                                 description="how long an interview's state is kept after its last write (in "
+                                             "--redis-url's Redis, shared by every instance; without one, in process)")
+    interview_follow_up_below_chars: int = Field(100, ge=0, le=4000,
+                                                 description="an answer to a main question shorter than this gets "
+                                                             "one follow-up question (0: never)")
+    interview_prepare: bool = Field(True, description="write the next main question in the background as soon as a "
+                                                      "question is served")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
                                           description="bounded-load slack: an instance takes <= (1+e) x average")
     reasoning_timeout_ms: int = Field(60000, ge=10, le=600000,

@@ -20,6 +20,7 @@ from gateway.answers.serving import Answers
 from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
+from gateway.interviews.sessions import Interviews
 from gateway.ocr.serving import Ocr
 from gateway.openai_api.completions import ChatCompletions
 from gateway.openai_api.serving import OpenAiCompat
@@ -86,6 +87,7 @@ class Mesh:
     answers: Answers
     tasks: Tasks
     store: KeyValue
+    interviews: Interviews
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -94,6 +96,7 @@ class Mesh:
     async def close(self) -> None:
         """Stop job workers (running jobs stay leased and resume elsewhere), flush the cache, close the clients."""
         await self.jobs.close()
+        await self.interviews.close()
         await self.store.close()
         await self.vectors.close()
         await self.clients.close()
@@ -132,4 +135,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
                 routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings),
-                tasks=tasks, store=store)
+                tasks=tasks, store=store,
+                interviews=Interviews(tasks, store, ttl_s=settings.interview_ttl_s,
+                                      follow_up_below=settings.interview_follow_up_below_chars,
+                                      prepare=settings.interview_prepare))

@@ -108,7 +108,7 @@ def test_the_match_score_is_the_share_of_the_postings_skills_found_and_the_model
 
 def test_the_shipped_tasks_load_with_their_examples():
     tasks = load_tasks([BUILTIN_DIR])
-    assert set(tasks) == {"resume_analysis", "answer_feedback", "calendar_parse"}
+    assert set(tasks) == {"resume_analysis", "answer_feedback", "calendar_parse", "interview_question"}
     for task in tasks.values():
         assert task.spec.sampling.temperature == 0 and task.spec.sampling.seed is not None
         for example in task.spec.examples:
@@ -200,3 +200,16 @@ def test_a_date_phrase_the_notice_does_not_hold_gives_way_to_the_notices_own():
     assert post.whole_name("네이버", "네이버웹툰의 발표") == "네이버웹툰"
     assert post.whole_name("토스", "[토스] 면접") == "토스"
     assert post.whole_name("구글", "네이버 면접") == "구글"  # not in the notice: as the model wrote it
+
+
+def test_a_lone_surrogate_in_the_input_is_refused_naming_its_field():
+    from services.runtime.tasks.checks import TaskInputError, checked_input
+
+    task = load_tasks([BUILTIN_DIR])["answer_feedback"]
+    with pytest.raises(TaskInputError) as err:
+        checked_input(task, {"question": "자기소개", "answer": "저는\ud800입니다"})
+    assert err.value.violations[0][0] == "input.answer"
+    with pytest.raises(TaskInputError) as err:
+        checked_input(task, {"question": "자기소개", "answer": "답", "\ud800": 1})
+    assert err.value.violations[0][0] == "input"
+    assert checked_input(task, {"question": "자기소개", "answer": "저는 백엔드 개발자입니다"})["answer"]

@@ -1,0 +1,1 @@
+"""Mock interview sessions on declared tasks."""

@@ -1,0 +1,314 @@
+"""Mock interview sessions (seed 001): questions from the résumé and the posting, follow-ups, a report.
+
+The model writes each question (the ``interview_question`` task, with the last three question-answer
+pairs and every question asked so far in its prompt) and scores each answer (``answer_feedback``);
+code decides everything else:
+
+- **follow-up rule**: an answer to a main question shorter than ``follow_up_below`` characters
+  (white space stripped) gets one follow-up question on it; a follow-up never gets another. The
+  session ends when its last main question (and that follow-up, if any) is answered.
+- **prepared questions**: as soon as a question is served, the next main question is written in the
+  background (``prep:<main>``), so an answer that needs no follow-up usually finds it ready. A
+  prepared question is served once: the turn it fills is claimed with HSETNX and the preparation
+  removed.
+- **state**: one Redis hash per session (``interview:<id>``, TTL ``ttl_s``, renewed by each write):
+  ``meta``, ``q:<turn>``, ``a:<turn>``, ``prep:<main>``. Answers and questions are claimed with HSETNX,
+  so two gateway instances can never record two answers to one turn or two questions for one turn;
+  an instance that dies after recording an answer loses nothing (the same answer sent again, to any
+  instance, gets the next question; a different one is refused with 409).
+- **report**: every answered turn scored per criterion by ``answer_feedback`` (temperature 0, so the
+  same answers score the same), the means and the strongest and weakest criterion by code.
+
+No question or answer text reaches a log line, a span or a metric label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import statistics
+import uuid
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter
+
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError
+from gateway.interviews import protocol as api
+from gateway.tasks.protocol import TaskRequest
+from gateway.tasks.serving import Tasks
+from gateway.tasks.store import KeyValue, StoreUnavailable
+
+log = logging.getLogger(__name__)
+QUESTIONS = Counter("mesh_gateway_interview_questions", "interview questions served, by how they were written",
+                    ["source"])
+PREPARED = Counter("mesh_gateway_interview_preparations", "background question preparations by outcome", ["outcome"])
+for _source in ("prepared", "generated", "follow_up"):
+    QUESTIONS.labels(_source)
+for _outcome in ("ready", "failed"):
+    PREPARED.labels(_outcome)
+QUESTION_TASK = "interview_question"
+FEEDBACK_TASK = "answer_feedback"
+CRITERIA = {"accuracy_logic": "정확성·논리", "relevance": "질문 적합성", "expression": "표현",
+            "practical_depth": "실무 깊이"}
+ID = r"^[0-9a-f]{32}$"
+
+
+def state_unavailable(err: Exception) -> ApiError:
+    """The session store did not answer: the request fails (an interview's state is never guessed)."""
+    return ApiError(503, "unavailable", f"the interview store did not answer ({err})", retryable=True)
+
+
+@dataclass
+class Session:
+    """One session as read from its hash."""
+
+    id: str
+    meta: dict
+    questions: dict[int, dict] = field(default_factory=dict)
+    answers: dict[int, str] = field(default_factory=dict)
+    prepared: dict[int, dict] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, sid: str, fields: dict[str, str]) -> Session:
+        """The session in ``fields`` (the hash's)."""
+        s = cls(sid, json.loads(fields["meta"]))
+        for name, raw in fields.items():
+            kind, _, n = name.partition(":")
+            if kind == "q":
+                s.questions[int(n)] = json.loads(raw)
+            elif kind == "a":
+                s.answers[int(n)] = json.loads(raw)["text"]
+            elif kind == "prep":
+                s.prepared[int(n)] = json.loads(raw)
+        return s
+
+    @property
+    def last(self) -> int:
+        """The latest turn asked."""
+        return max(self.questions, default=0)
+
+    def plan_after(self, turn: int, follow_up_below: int) -> tuple[bool, int] | None:
+        """What follows the answer to ``turn``: (follow-up?, main question), or None when the session ends."""
+        q = self.questions[turn]
+        if not q["follow_up"] and len(self.answers[turn].strip()) < follow_up_below:
+            return True, q["main"]
+        if q["main"] < self.meta["questions"]:
+            return False, q["main"] + 1
+        return None
+
+    def finished(self, follow_up_below: int) -> bool:
+        """The last turn is answered and nothing follows it."""
+        return self.last in self.answers and self.plan_after(self.last, follow_up_below) is None
+
+    def history(self) -> list[dict]:
+        """The last three answered question-answer pairs, oldest first."""
+        done = [n for n in sorted(self.answers) if n in self.questions]
+        return [{"question": self.questions[n]["text"], "answer": self.answers[n]} for n in done[-3:]]
+
+    def asked(self) -> list[str]:
+        """Every question asked, in order."""
+        return [self.questions[n]["text"] for n in sorted(self.questions)][-40:]
+
+
+class Interviews:
+    """``/v1/interviews``: sessions on the task runner and the shared store."""
+
+    def __init__(self, tasks: Tasks, store: KeyValue, *, ttl_s: int, follow_up_below: int,
+                 prepare: bool = True) -> None:
+        self.tasks = tasks
+        self.store = store
+        self.ttl_s = ttl_s
+        self.follow_up_below = follow_up_below
+        self.prepare = prepare
+        self._pending: dict[tuple[str, int], asyncio.Task] = {}
+
+    @staticmethod
+    def key(sid: str) -> str:
+        """The session's hash."""
+        return f"interview:{sid}"
+
+    async def _load(self, sid: str) -> Session:
+        fields = None
+        if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
+            try:
+                fields = await self.store.hgetall(self.key(sid))
+            except StoreUnavailable as err:
+                raise state_unavailable(err) from None
+        if not fields or "meta" not in fields:
+            raise ApiError(404, "interview_not_found", "no such interview (it may have expired)")
+        return Session.parse(sid, fields)
+
+    async def _claim(self, sid: str, name: str, value: dict) -> bool:
+        try:
+            return await self.store.hsetnx(self.key(sid), name, json.dumps(value, ensure_ascii=False), self.ttl_s)
+        except StoreUnavailable as err:
+            raise state_unavailable(err) from None
+
+    async def _expires(self, sid: str) -> int:
+        try:
+            return await self.store.ttl(self.key(sid))
+        except StoreUnavailable:
+            return self.ttl_s
+
+    async def _write(self, s: Session, follow_up: bool, deadline: Deadline) -> dict:
+        """The model's next question for ``s`` (its history and asked questions in the prompt)."""
+        value = {"resume": s.meta["resume"], "posting": s.meta["posting"], "kind": s.meta["kind"],
+                 "history": s.history(), "asked": s.asked(), "follow_up": follow_up}
+        request = TaskRequest(input=value, model=s.meta.get("model"), cache=False, session_id=s.id)
+        run = await self.tasks.prepare(QUESTION_TASK, request)
+        response = await self.tasks.run(run, deadline)
+        return {"text": response.result["question"].strip(), "topic": response.result["topic"].strip()}
+
+    def _question(self, raw: dict) -> api.Question:
+        return api.Question(turn=raw["turn"], text=raw["text"], topic=raw["topic"], follow_up=raw["follow_up"],
+                            main=raw["main"], source=raw["source"])
+
+    async def _turn(self, s: Session, question: dict | None) -> api.InterviewTurn:
+        return api.InterviewTurn(id=s.id, status="in_progress" if question else "finished",
+                                 question=self._question(question) if question else None,
+                                 answered=len(s.answers), expires_in_s=await self._expires(s.id))
+
+    # -- preparation ---------------------------------------------------------------------------------------
+
+    def _prepare_next(self, s: Session, main: int) -> None:
+        """Write main question ``main`` in the background unless it exists, is prepared or is being prepared."""
+        if not self.prepare or main > s.meta["questions"] or main in s.prepared or (s.id, main) in self._pending:
+            return
+        if any(q["main"] == main and not q["follow_up"] for q in s.questions.values()):
+            return
+        self._pending[(s.id, main)] = asyncio.create_task(self._prepared(s.id, main))
+
+    async def _prepared(self, sid: str, main: int) -> None:
+        try:
+            s = await self._load(sid)
+            question = await self._write(s, False, Deadline(self.tasks.get(QUESTION_TASK).spec.deadline_s))
+            await self.store.hsetnx(self.key(sid), f"prep:{main}", json.dumps(question, ensure_ascii=False),
+                                    self.ttl_s)
+            PREPARED.labels("ready").inc()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a preparation that fails is written when the answer comes
+            PREPARED.labels("failed").inc()
+            log.warning("interview question not prepared (%s); it is written when the answer arrives",
+                        type(err).__name__)
+        finally:
+            self._pending.pop((sid, main), None)
+
+    async def _ready(self, s: Session, main: int, deadline: Deadline) -> dict | None:
+        """The prepared main question ``main`` (waiting for this instance's preparation in flight), or None."""
+        if main in s.prepared:
+            return s.prepared[main]
+        pending = self._pending.get((s.id, main))
+        if pending is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(pending), deadline.check())
+            except TimeoutError:
+                return None
+        return (await self._load(s.id)).prepared.get(main)  # ready since the read, here or on another instance
+
+    # -- the routes ----------------------------------------------------------------------------------------
+
+    async def start(self, body: api.StartInterview, deadline: Deadline) -> api.InterviewTurn:
+        """A new session and its first question."""
+        sid = uuid.uuid4().hex
+        meta = {"resume": body.resume, "posting": body.posting, "kind": body.kind, "questions": body.questions,
+                "model": body.model}
+        s = Session(sid, meta)
+        first = {**await self._write(s, False, deadline), "turn": 1, "main": 1, "follow_up": False,
+                 "source": "generated"}
+        await self._claim(sid, "meta", meta)
+        await self._claim(sid, "q:1", first)
+        s.questions[1] = first
+        QUESTIONS.labels("generated").inc()
+        self._prepare_next(s, 2)
+        return await self._turn(s, first)
+
+    async def answer(self, sid: str, body: api.Answer, deadline: Deadline) -> api.InterviewTurn:
+        """Record the answer to the current turn (once) and return the next question."""
+        s = await self._load(sid)
+        turn = body.turn or s.last
+        if turn not in s.questions:
+            raise ApiError(409, "turn_not_asked", f"turn {turn} has not been asked; the current turn is {s.last}")
+        if turn not in s.answers and not await self._claim(sid, f"a:{turn}", {"text": body.answer}):
+            s = await self._load(sid)  # another request recorded an answer to this turn first
+        if turn in s.answers and s.answers[turn] != body.answer:
+            if s.finished(self.follow_up_below):
+                raise ApiError(409, "interview_finished", "the interview is finished; POST .../report scores it")
+            raise ApiError(409, "already_answered", f"turn {turn} is already answered (the current turn is "
+                                                    f"{s.last}); resending the same answer is safe")
+        s.answers[turn] = body.answer
+        return await self._turn(s, await self._next(s, turn, deadline))
+
+    async def _next(self, s: Session, turn: int, deadline: Deadline) -> dict | None:
+        if turn + 1 in s.questions:  # the same answer sent again: the question already chosen
+            return s.questions[turn + 1]
+        plan = s.plan_after(turn, self.follow_up_below)
+        if plan is None:
+            return None
+        follow_up, main = plan
+        text = None if follow_up else await self._ready(s, main, deadline)
+        source = "prepared" if text else "generated"
+        if text is None:
+            text = await self._write(s, follow_up, deadline)
+        question = {"text": text["text"], "topic": text["topic"], "turn": turn + 1, "main": main,
+                    "follow_up": follow_up, "source": source}
+        if not await self._claim(s.id, f"q:{turn + 1}", question):
+            return (await self._load(s.id)).questions[turn + 1]  # another instance chose it first
+        if source == "prepared":
+            try:
+                await self.store.hdel(self.key(s.id), f"prep:{main}")
+            except StoreUnavailable:
+                pass  # an unused preparation expires with the session
+            s.prepared.pop(main, None)
+        QUESTIONS.labels("follow_up" if follow_up else source).inc()
+        s.questions[turn + 1] = question
+        self._prepare_next(s, main + 1)
+        return question
+
+    async def state(self, sid: str) -> api.InterviewState:
+        """The session as stored."""
+        s = await self._load(sid)
+        turns = [api.Turn(question=self._question(s.questions[n]), answer=s.answers.get(n))
+                 for n in sorted(s.questions)]
+        mains = [q["main"] for q in s.questions.values()]
+        return api.InterviewState(id=sid, status="finished" if s.finished(self.follow_up_below) else "in_progress",
+                                  kind=s.meta["kind"], questions=s.meta["questions"], turns=turns,
+                                  prepared=max(mains, default=0) + 1 in s.prepared,
+                                  expires_in_s=await self._expires(sid))
+
+    async def report(self, sid: str, body: api.ReportRequest, deadline: Deadline) -> api.InterviewReport:
+        """Every answer scored by ``answer_feedback``; means, strongest and weakest criterion by code."""
+        s = await self._load(sid)
+        turns = [n for n in sorted(s.answers) if n in s.questions]
+        if not turns:
+            raise ApiError(409, "no_answers", "the interview has no answer to score yet")
+        scored = []
+        for n in turns:
+            q = s.questions[n]
+            request = TaskRequest(input={"question": q["text"], "answer": s.answers[n]}, model=s.meta.get("model"),
+                                  cache=body.cache, session_id=sid)
+            response = await self.tasks.run(await self.tasks.prepare(FEEDBACK_TASK, request), deadline)
+            r = response.result
+            scored.append(api.ScoredAnswer(
+                turn=n, question=q["text"], follow_up=q["follow_up"], overall=r["overall"],
+                criteria={c: api.Criterion(score=v["score"], reason=v["reason"]) for c, v in r["criteria"].items()},
+                good_points=r["good_points"], improvements=r["improvements"], feedback=r["feedback"],
+                cached=response.cached))
+        means = {c: round(statistics.fmean(a.criteria[c].score for a in scored), 2) for c in CRITERIA}
+        strongest = max(CRITERIA, key=lambda c: means[c])
+        weakest = min(CRITERIA, key=lambda c: means[c])
+        overall = round(statistics.fmean(a.overall for a in scored), 2)
+        summary = (f"답변 {len(scored)}개의 평균은 10점 만점에 {overall:.1f}점입니다. 가장 나은 기준은 "
+                   f"{CRITERIA[strongest]}({means[strongest]:.1f}점), 보완할 기준은 "
+                   f"{CRITERIA[weakest]}({means[weakest]:.1f}점)입니다.")
+        return api.InterviewReport(id=sid, complete=s.finished(self.follow_up_below), answers=scored,
+                                   criteria_mean=means, overall=overall, strongest=strongest, weakest=weakest,
+                                   summary=summary)
+
+    async def close(self) -> None:
+        """Cancel the preparations in flight (a question not prepared is written when its answer comes)."""
+        for pending in list(self._pending.values()):
+            pending.cancel()
+        await asyncio.gather(*self._pending.values(), return_exceptions=True)
