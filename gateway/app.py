@@ -19,6 +19,7 @@ from gateway.answers.router import router as answers_router
 from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
 from gateway.contract import RELEASE, released, without_unsent_422
+from gateway.conversations.router import router as conversations_router
 from gateway.health.router import router as health_router
 from gateway.http import errors
 from gateway.http.admission import RateLimit, Shedding
@@ -72,7 +73,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
-                   tasks_router, interviews_router, health_router):
+                   tasks_router, interviews_router, conversations_router, health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)
@@ -85,7 +86,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
         "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,
         "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm,
-        "/v1/tasks/": settings.max_inflight_llm, "/v1/interviews": settings.max_inflight_llm})
+        "/v1/tasks/": settings.max_inflight_llm, "/v1/interviews": settings.max_inflight_llm,
+        "/v1/conversations": settings.max_inflight_llm})
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)

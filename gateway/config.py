@@ -89,6 +89,9 @@ class GatewaySettings(BaseSettings):
     interview_follow_up_below_chars: int = Field(100, ge=0, le=4000,
                                                  description="an answer to a main question shorter than this gets "
                                                              "one follow-up question (0: never)")
+    conversation_ttl_s: int = Field(86400, ge=60, le=30 * 86400,
+                                    description="how long a conversation's profile and turns are kept after its "
+                                                "last turn (in --redis-url's Redis; without one, in process)")
     interview_prepare: bool = Field(True, description="write the next main question in the background as soon as a "
                                                       "question is served")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,

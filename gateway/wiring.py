@@ -20,6 +20,7 @@ from gateway.answers.serving import Answers
 from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
+from gateway.conversations.sessions import Conversations
 from gateway.interviews.sessions import Interviews
 from gateway.ocr.serving import Ocr
 from gateway.openai_api.completions import ChatCompletions
@@ -88,6 +89,7 @@ class Mesh:
     tasks: Tasks
     store: KeyValue
     interviews: Interviews
+    conversations: Conversations
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -129,13 +131,15 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
     tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
                   store)
+    recommendations = Recommendations(search, pool(settings.recommendations_route))
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(clients.retrieval, jobs),
                 openai=OpenAiCompat(vectors, routes),
-                recommendations=Recommendations(search, pool(settings.recommendations_route)),
+                recommendations=recommendations,
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
                 routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings),
                 tasks=tasks, store=store,
                 interviews=Interviews(tasks, store, ttl_s=settings.interview_ttl_s,
                                       follow_up_below=settings.interview_follow_up_below_chars,
-                                      prepare=settings.interview_prepare))
+                                      prepare=settings.interview_prepare),
+                conversations=Conversations(tasks, search, recommendations, store, ttl_s=settings.conversation_ttl_s))

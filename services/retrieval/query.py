@@ -94,6 +94,9 @@ def check_fields(fields: dict[str, str]) -> None:
         raise InvalidInput("invalid payload fields", bad)
 
 
+MAX_KEYWORDS = 100  # values of one keyword field of one document (a list: tags)
+
+
 def _type_ok(ftype: str, value: Any) -> bool:
     if ftype == "keyword":
         return isinstance(value, str)
@@ -120,7 +123,8 @@ def validate_documents(docs: list[Document], fields: dict[str, str]) -> None:
 
     Rules: 1..256 documents, each with a non-blank id and text (≤ 20,000 characters); ids unique
     within the batch (a repeated id is an error, not last-wins, so nothing is silently dropped);
-    declared payload fields must have their declared type.
+    declared payload fields must have their declared type (a keyword field may hold a list of up to
+    ``MAX_KEYWORDS`` strings: ``eq`` and ``any_of`` then match any of them).
     """
     bad: list[Violation] = []
     if not docs:
@@ -140,8 +144,16 @@ def validate_documents(docs: list[Document], fields: dict[str, str]) -> None:
         elif len(d.text) > MAX_TEXT_CHARS:
             bad.append(Violation(f"documents[{i}].text", f"{len(d.text)} characters; at most {MAX_TEXT_CHARS}"))
         for name, ftype in fields.items():
-            if name in d.payload and d.payload[name] is not None and not _type_ok(ftype, d.payload[name]):
-                bad.append(Violation(f"documents[{i}].payload.{name}", f"must be {ftype}"))
+            value = d.payload.get(name)
+            if value is None or _type_ok(ftype, value):
+                continue
+            if ftype == "keyword" and isinstance(value, list):  # tags: a filter matches any of them
+                if len(value) > MAX_KEYWORDS or not all(isinstance(v, str) for v in value):
+                    bad.append(Violation(f"documents[{i}].payload.{name}",
+                                         f"a keyword list holds at most {MAX_KEYWORDS} strings"))
+                continue
+            bad.append(Violation(f"documents[{i}].payload.{name}", f"must be {ftype}"
+                                 + (" or a list of strings" if ftype == "keyword" else "")))
     if bad:
         raise InvalidInput(f"{len(bad)} problem(s) in the batch; nothing was written", bad)
 

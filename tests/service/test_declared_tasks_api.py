@@ -76,7 +76,8 @@ async def test_calendar_dates_are_resolved_by_code_and_a_repeat_is_a_marked_cach
     assert request["response_format"]["type"] == "json_schema" and request["temperature"] == 0
     assert request["seed"] == 7 and "다음 주 화요일 오후 3시" in prompt_of(request)
     names = {t["name"]: t for t in listing["tasks"]}
-    assert set(names) == {"calendar_parse", "resume_analysis", "answer_feedback", "interview_question"}
+    assert set(names) == {"calendar_parse", "resume_analysis", "answer_feedback", "interview_question",
+                          "spec_delta"}
     assert names["calendar_parse"]["cache_ttl_s"] == 86400 and names["calendar_parse"]["result_schema"]["properties"]
 
 

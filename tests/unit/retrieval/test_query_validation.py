@@ -21,6 +21,14 @@ def test_documents_need_id_text_unique_ids_and_typed_fields():
     validate_documents([docs[-1]], FIELDS)  # integral float is an integer; undeclared keys are free
 
 
+def test_a_keyword_field_may_hold_a_list_of_strings():
+    validate_documents([Document("t", "향초", {"category": ["향", "수제"]})], FIELDS)
+    bad = [Document("u", "향초", {"category": ["향", 3]}), Document("v", "향초", {"category": ["x"] * 101}),
+           Document("w", "향초", {"price": [1000]})]
+    assert violations(validate_documents, bad, FIELDS) == [
+        "documents[0].payload.category", "documents[1].payload.category", "documents[2].payload.price"]
+
+
 def test_search_rejects_bad_query_top_k_vector_and_filters():
     q = SearchQuery(text="  ", top_k=0, vector=[0.1] * 10, filter=Filter(must=(
         Condition("color", equals="red"), Condition("price", equals="싸다"), Condition("category", gte=1),

@@ -108,7 +108,8 @@ def test_the_match_score_is_the_share_of_the_postings_skills_found_and_the_model
 
 def test_the_shipped_tasks_load_with_their_examples():
     tasks = load_tasks([BUILTIN_DIR])
-    assert set(tasks) == {"resume_analysis", "answer_feedback", "calendar_parse", "interview_question"}
+    assert set(tasks) == {"resume_analysis", "answer_feedback", "calendar_parse", "interview_question",
+                          "spec_delta"}
     for task in tasks.values():
         assert task.spec.sampling.temperature == 0 and task.spec.sampling.seed is not None
         for example in task.spec.examples:

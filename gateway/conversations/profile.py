@@ -1,0 +1,274 @@
+"""A conversation's search profile, merged turn by turn by code (pure functions; the model only proposes).
+
+Seeds 000 and 004: the user talks ("아내 생일 선물 찾는데요" → "예산은 10만 원 정도" → "향수는 빼 주세요"),
+a small model extracts each turn's change (the ``spec_delta`` task) and code keeps the profile:
+
+- **budget**: read by code from the turn (services/runtime/korean/amounts.py), never the model's number:
+  one amount sets the side its word names (이하/까지/안쪽/이내/미만 → max; 이상/부터/넘는 → min;
+  정도/쯤/none → max); two amounts are the min and the max; a later amount overrides the side it sets
+  (and a min above the new max is dropped).
+- **mentions are checked against the turn**: a recipient, occasion, category, attribute or keyword the
+  model names counts only when the turn writes it (or, for a category or attribute, one of its
+  aliases: 술 → 알코올); categories and attributes are the collection's own vocabulary.
+- **exclusions**: the model's, plus those code reads itself — a vocabulary word followed in its clause
+  by a refusal (빼, 제외, 말고, 싫, 별로, 안 돼, 안 마시, 못 먹, 알레르기) —; "그건 빼고" excludes the
+  last thing mentioned (in this turn before the words, else the turns before). An exclusion removes the
+  same inclusion; a later inclusion lifts an earlier exclusion; a turn that both wants and excludes a
+  thing excludes it, and the profile says so in ``notes``.
+- **later turns override** recipient and occasion.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.runtime.korean.amounts import amounts
+
+RECIPIENTS = ("아내", "와이프", "남편", "어머니", "엄마", "아버지", "아빠", "부모님", "시부모님", "장인어른", "장모님",
+              "여자친구", "여친", "남자친구", "남친", "친구", "동료", "팀장님", "상사", "선배", "후배", "조카", "아이",
+              "아기", "딸", "아들", "선생님", "할머니", "할아버지", "동생", "언니", "오빠", "누나", "고객")
+OCCASIONS = ("생일", "생신", "결혼기념일", "기념일", "집들이", "개업", "승진", "퇴사", "이직", "출산", "졸업",
+             "입학", "취업", "합격", "크리스마스", "어버이날", "스승의 날", "발렌타인데이", "화이트데이", "설날",
+             "추석", "명절", "100일", "결혼", "환갑", "칠순")
+# Words that name an attribute tag (the tag itself always does). Used only for tags the collection has.
+ATTRIBUTE_ALIASES = {
+    "알코올": ("술", "주류"), "무알코올": ("무알콜",), "견과류": ("견과", "땅콩", "호두"),
+    "전자": ("전자 제품", "전자제품", "전기 제품", "전기제품", "전자기기"), "향": ("향기", "냄새"),
+    "어린이용": ("아이용", "아동용"), "친환경": ("에코",)}
+CATEGORY_ALIASES = {"꽃": ("꽃다발", "화분", "꽃바구니"), "주얼리": ("귀걸이", "목걸이", "팔찌", "반지"),
+                    "이어폰": ("헤드폰",), "장난감": ("레고", "인형")}
+REFUSAL = (r"(?:빼|제외|말고|싫|별로|안\s*돼|안\s*되|안\s*마[시셔신]|못\s*먹|알레르기|무서워|필요\s*없|이미\s*있"
+           r"|이미\s*많)")
+HANGUL = re.compile(r"[가-힣]")
+TOPIC = re.compile(r"([가-힣A-Za-z0-9]{2,})(?:은|는|이|가|도)\s")
+THAT = re.compile(r"(?:그건|그거|그것|그것도|그건요|그중에|그\s*제품)\s*(?:은|는|도)?\s*" + REFUSAL)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A collection's categories and attribute tags (the closed lists the profile may hold)."""
+
+    categories: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
+
+    def words(self) -> list[tuple[str, str, str]]:
+        """(word as written, kind, canonical) for every category, attribute and alias, longest first."""
+        out = [(c, "category", c) for c in self.categories]
+        out += [(a, "category", c) for c in self.categories for a in CATEGORY_ALIASES.get(c, ())]
+        out += [(t, "attribute", t) for t in self.attributes]
+        out += [(a, "attribute", t) for t in self.attributes for a in ATTRIBUTE_ALIASES.get(t, ())]
+        return sorted(out, key=lambda w: -len(w[0]))
+
+
+@dataclass
+class Mention:
+    """A vocabulary word the turn writes."""
+
+    kind: str  # "category" or "attribute"
+    value: str
+    start: int
+    end: int
+
+
+def mentions(text: str, vocab: Vocabulary) -> list[Mention]:
+    """Every vocabulary word in ``text`` that starts a word, longest match first.
+
+    꽃향 is the attribute, not the category 꽃; the 향 of 취향 is no mention.
+    """
+    taken: list[tuple[int, int]] = []
+    found: list[Mention] = []
+    for word, kind, value in vocab.words():
+        for m in re.finditer(re.escape(word), text):
+            if m.start() > 0 and HANGUL.match(text[m.start() - 1]):
+                continue
+            if any(m.start() < e and s < m.end() for s, e in taken):
+                continue
+            taken.append((m.start(), m.end()))
+            found.append(Mention(kind, value, m.start(), m.end()))
+    return sorted(found, key=lambda m: m.start)
+
+
+def refused(text: str, mention: Mention) -> bool:
+    """Whether the clause after ``mention`` refuses it ("향수는 빼 주세요", "술을 안 마신대요")."""
+    clause = re.split(r"[,.!?;]|그리고|대신|그럼|근데", text[mention.end:], maxsplit=1)[0]
+    return re.match(r"[은는이가도을를]?\s*(?:\S+\s*){0,3}?" + REFUSAL, clause) is not None
+
+
+def empty_profile() -> dict[str, Any]:
+    """A conversation's profile before its first turn."""
+    return {"recipient": None, "occasion": None, "budget_min": None, "budget_max": None, "categories": [],
+            "excluded_categories": [], "must_have": [], "forbidden": [], "keywords": [], "excluded_keywords": [],
+            "last_mentioned": None}
+
+
+def _add(items: list[str], value: str) -> None:
+    if value not in items:
+        items.append(value)
+
+
+def _drop(items: list[str], value: str) -> None:
+    if value in items:
+        items.remove(value)
+
+
+@dataclass
+class Merge:
+    """One turn merged: the new profile and what code kept, ignored or resolved (``notes``)."""
+
+    profile: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] | None:
+    """The budget after ``text`` (None: the turn names no amount in won)."""
+    found = [a for a in amounts(text) if a.currency in (None, "KRW") and a.integer is not None and a.integer > 0]
+    if not found:
+        return None
+    low, high = profile["budget_min"], profile["budget_max"]
+    if len(found) >= 2:
+        values = sorted(a.integer for a in found[:2] if a.integer is not None)
+        return values[0], values[-1]
+    one = found[0]
+    if one.bound == "min":
+        low = one.integer
+        if high is not None and low is not None and high < low:
+            high = None
+    else:
+        high = one.integer
+        if low is not None and high is not None and low > high:
+            low = None
+    return low, high
+
+
+def _quoted(text: str, value: str) -> bool:
+    return bool(value) and value.replace(" ", "") in text.replace(" ", "")
+
+
+def _canonical(value: str, kind: str, found: list[Mention], vocab: Vocabulary) -> str | None:
+    """The vocabulary entry the model's ``value`` names, if the turn writes it (or an alias of it)."""
+    value = value.strip()
+    pool = vocab.categories if kind == "category" else vocab.attributes
+    for m in found:
+        if m.kind == kind and (m.value == value or value in m.value or m.value in value):
+            return m.value
+    if value in pool and value in {m.value for m in found}:
+        return value
+    return None
+
+
+def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Vocabulary) -> Merge:
+    """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict)."""
+    p = {k: (list(v) if isinstance(v, list) else v) for k, v in profile.items()}
+    out = Merge(p)
+    found = mentions(text, vocab)
+    # recipient and occasion: the model's word when the turn writes it, else the first listed word it writes
+    for key, words in (("recipient", RECIPIENTS), ("occasion", OCCASIONS)):
+        proposed = (delta.get(key) or "").strip()
+        if proposed and _quoted(text, proposed):
+            p[key] = proposed
+        else:
+            listed = sorted((text.find(w), -len(w), w) for w in words if w in text)
+            if listed and p[key] is None:  # a listed word fills an empty slot only ("아기 용품" is no new recipient)
+                p[key] = listed[0][2]
+            if proposed:
+                out.notes.append(f"{key} {proposed!r} ignored: the turn does not write it")
+    span = budget(text, p)
+    if span is not None:
+        p["budget_min"], p["budget_max"] = span
+    # exclusions: the model's (checked) and code's own reading of the turn
+    excluded: list[Mention] = []
+    for kind, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
+        for value in delta.get(key) or []:
+            canon = _canonical(value, kind, found, vocab)
+            if canon is None:
+                out.notes.append(f"exclusion {value!r} ignored: not a {kind} the turn writes")
+                continue
+            excluded.append(next(m for m in found if m.value == canon and m.kind == kind))
+    excluded += [m for m in found if refused(text, m)]
+    that = THAT.search(text)
+    if that or delta.get("exclude_last"):
+        cut = that.start() if that else len(text)
+        before = [m for m in found if m.end <= cut]
+        topics = [w for w in TOPIC.findall(text[:cut]) if w not in RECIPIENTS and w not in OCCASIONS]
+        if before:
+            excluded.append(before[-1])
+        elif topics:  # "홍삼은 이미 많으셔서 그건 빼고요": a word outside the vocabulary, kept out of the query
+            _add(p["excluded_keywords"], topics[-1])
+            _drop(p["keywords"], topics[-1])
+            out.notes.append(f"'그건' read as {topics[-1]!r}")
+        elif p["last_mentioned"]:
+            kind, value = p["last_mentioned"]
+            excluded.append(Mention(kind, value, 0, 0))
+            out.notes.append(f"'그건' read as the last thing mentioned: {value!r}")
+    excluded_values = {(m.kind, m.value) for m in excluded}
+    # inclusions: the model's (checked); a turn that wants and excludes a thing excludes it
+    for kind, key, target in (("category", "want_categories", "categories"), ("attribute", "must_have", "must_have")):
+        for value in delta.get(key) or []:
+            canon = _canonical(value, kind, found, vocab)
+            if canon is None:
+                out.notes.append(f"{value!r} ignored: not a {kind} the turn writes")
+                continue
+            if (kind, canon) in excluded_values:
+                out.notes.append(f"{canon!r} both wanted and excluded in one turn: excluded")
+                continue
+            _add(p[target], canon)
+            _drop(p["excluded_categories" if kind == "category" else "forbidden"], canon)
+    for kind, value in sorted(excluded_values):
+        if kind == "category":
+            _add(p["excluded_categories"], value)
+            _drop(p["categories"], value)
+        else:
+            _add(p["forbidden"], value)
+            _drop(p["must_have"], value)
+    for word in delta.get("keywords") or []:
+        word = word.strip()
+        vocab_words = {w for w, _, _ in vocab.words()}
+        if word and _quoted(text, word) and word not in vocab_words and word not in p["excluded_keywords"] \
+                and word not in (p["recipient"], p["occasion"]) and len(p["keywords"]) < 8:
+            _add(p["keywords"], word)
+    kept = [m for m in found if (m.kind, m.value) not in excluded_values]
+    if kept:
+        p["last_mentioned"] = [kept[-1].kind, kept[-1].value]
+    return out
+
+
+@dataclass(frozen=True)
+class Fields:
+    """The collection's payload fields the profile filters on."""
+
+    price: str = "price"
+    category: str = "category"
+    attributes: str = "tags"
+
+
+def search_of(profile: dict[str, Any], fields: Fields, top_k: int = 10) -> dict[str, Any]:
+    """The search a profile implies: hard constraints as filters, the rest as the query (and one per category).
+
+    Budget → a price range, must-have attributes → ``must``; excluded categories and forbidden attributes →
+    ``must_not``. Recipient, occasion, wanted categories and keywords are soft: the query, plus one
+    query per wanted category when there are several (merged across queries).
+    """
+    must: list[dict[str, Any]] = []
+    must_not: list[dict[str, Any]] = []
+    if profile["budget_min"] is not None or profile["budget_max"] is not None:
+        span = {k: v for k, v in (("gte", profile["budget_min"]), ("lte", profile["budget_max"])) if v is not None}
+        must.append({"field": fields.price, **span})
+    must += [{"field": fields.attributes, "eq": tag} for tag in profile["must_have"]]
+    if profile["excluded_categories"]:
+        must_not.append({"field": fields.category, "any_of": list(profile["excluded_categories"])})
+    if profile["forbidden"]:
+        must_not.append({"field": fields.attributes, "any_of": list(profile["forbidden"])})
+    who = " ".join(x for x in (profile["recipient"], profile["occasion"]) if x)
+    words = [*profile["categories"], *profile["keywords"], *profile["must_have"]]
+    query = " ".join(x for x in (who, "선물", *words) if x)
+    out: dict[str, Any] = {"top_k": top_k}
+    if len(profile["categories"]) >= 2:
+        out["queries"] = [" ".join(x for x in (who, c, "선물", *profile["keywords"]) if x)
+                          for c in profile["categories"][:4]]
+    else:
+        out["query"] = query
+    if must or must_not:
+        out["filter"] = {"must": must, "must_not": must_not}
+    return out

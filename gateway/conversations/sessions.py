@@ -1,0 +1,161 @@
+"""Conversations turned into searches (seeds 000 and 004): one turn → a proposed change → a profile → a search.
+
+Each turn runs the ``spec_delta`` task (the model proposes what the turn adds, changes or removes),
+then :func:`gateway.conversations.profile.merge` keeps the profile by code, then
+:func:`~gateway.conversations.profile.search_of` turns it into the search that runs (hard constraints
+as filters, the rest as the query), with reasons on request.
+
+State: one Redis hash per conversation (``conversation:<id>``, TTL ``ttl_s`` renewed by each write):
+``meta`` and ``t:<n>`` (each turn's text, the model's proposal, the notes and the profile after it),
+never truncated. A turn claims its number with HSETNX, so two instances answering two turns of one
+conversation at once never lose one: the later claim merges its proposal onto the profile the
+earlier turn left. No turn text reaches a log line or a span.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from prometheus_client import Counter
+
+from clients.errors import MeshClientError
+from gateway.conversations import protocol as api
+from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError
+from gateway.reasoning.events import card_list
+from gateway.reasoning.protocol import RecommendRequest
+from gateway.reasoning.recommendations import Recommendations
+from gateway.search.protocol import SearchRequest
+from gateway.search.serving import Search
+from gateway.tasks.protocol import TaskRequest
+from gateway.tasks.serving import Tasks
+from gateway.tasks.store import KeyValue, StoreUnavailable
+
+TASK = "spec_delta"
+TURNS = Counter("mesh_gateway_conversation_turns", "conversation turns by outcome", ["outcome"])
+for _outcome in ("ok", "failed"):
+    TURNS.labels(_outcome)
+
+
+def unavailable(err: Exception) -> ApiError:
+    """The conversation store did not answer: the turn fails (a profile is never guessed)."""
+    return ApiError(503, "unavailable", f"the conversation store did not answer ({err})", retryable=True)
+
+
+def public(profile: dict[str, Any]) -> api.Profile:
+    """The profile as returned (without the bookkeeping of the last mention)."""
+    return api.Profile(**{k: v for k, v in profile.items() if k in api.Profile.model_fields})
+
+
+class Conversations:
+    """``/v1/conversations``: turns on the task runner, the profile by code, the search it implies."""
+
+    def __init__(self, tasks: Tasks, search: Search, recommendations: Recommendations, store: KeyValue, *,
+                 ttl_s: int) -> None:
+        self.tasks = tasks
+        self.search = search
+        self.recommendations = recommendations
+        self.store = store
+        self.ttl_s = ttl_s
+
+    @staticmethod
+    def key(cid: str) -> str:
+        """The conversation's hash."""
+        return f"conversation:{cid}"
+
+    async def _load(self, cid: str) -> tuple[dict, dict[int, dict]]:
+        fields = None
+        if len(cid) == 32 and all(c in "0123456789abcdef" for c in cid):
+            try:
+                fields = await self.store.hgetall(self.key(cid))
+            except StoreUnavailable as err:
+                raise unavailable(err) from None
+        if not fields or "meta" not in fields:
+            raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
+        turns = {int(k[2:]): json.loads(v) for k, v in fields.items() if k.startswith("t:")}
+        return json.loads(fields["meta"]), turns
+
+    async def _expires(self, cid: str) -> int:
+        try:
+            return await self.store.ttl(self.key(cid))
+        except StoreUnavailable:
+            return self.ttl_s
+
+    async def start(self, body: api.StartConversation) -> api.ConversationState:
+        """A new conversation with an empty profile."""
+        cid = uuid.uuid4().hex
+        meta = body.model_dump()
+        try:
+            await self.store.hsetnx(self.key(cid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
+        return api.ConversationState(id=cid, collection=body.collection, profile=public(empty_profile()), turns=[],
+                                     expires_in_s=self.ttl_s)
+
+    async def state(self, cid: str) -> api.ConversationState:
+        """The profile and every turn."""
+        meta, turns = await self._load(cid)
+        profile = turns[max(turns)]["profile"] if turns else empty_profile()
+        return api.ConversationState(
+            id=cid, collection=meta["collection"], profile=public(profile),
+            turns=[api.Turn(text=turns[n]["text"], notes=turns[n]["notes"]) for n in sorted(turns)],
+            expires_in_s=await self._expires(cid))
+
+    async def turn(self, cid: str, body: api.TurnRequest, deadline: Deadline) -> api.TurnResponse:
+        """Extract the turn's change, merge the profile, search; the updated profile, the search and the hits."""
+        t0 = time.perf_counter()
+        meta, turns = await self._load(cid)
+        vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
+        previous = turns[max(turns)]["text"] if turns else ""
+        request = TaskRequest(input={"text": body.text, "previous": previous, "categories": meta["categories"],
+                                     "attributes": meta["attributes"]}, model=meta.get("model"), session_id=cid)
+        try:
+            run = await self.tasks.prepare(TASK, request)
+            extracted = await self.tasks.run(run, deadline)
+        except ApiError:
+            TURNS.labels("failed").inc()
+            raise
+        extraction_ms = (time.perf_counter() - t0) * 1e3
+        delta = extracted.result
+        for _ in range(5):  # a turn claimed by another request meanwhile: merge onto the profile it left
+            n = max(turns, default=0) + 1
+            before = turns[n - 1]["profile"] if n > 1 else empty_profile()
+            merged = merge(before, delta, body.text, vocab)
+            record = {"text": body.text, "proposed": delta, "notes": merged.notes, "profile": merged.profile}
+            try:
+                if await self.store.hsetnx(self.key(cid), f"t:{n}", json.dumps(record, ensure_ascii=False),
+                                           self.ttl_s):
+                    break
+            except StoreUnavailable as err:
+                raise unavailable(err) from None
+            meta, turns = await self._load(cid)
+        else:
+            raise ApiError(409, "turn_conflict", "the conversation changed five times during this turn; send it again",
+                           retryable=True)
+        spec = search_of(merged.profile, Fields(**meta["fields"]), body.top_k)
+        t1 = time.perf_counter()
+        found = await self.search.search(SearchRequest(collection=meta["collection"], **spec), deadline)
+        search_ms = (time.perf_counter() - t1) * 1e3
+        cards, status = card_list(found, {}), "skipped"
+        if body.reasons and found.hits:
+            query = spec.get("query") or " / ".join(spec["queries"])
+            ask = RecommendRequest(collection=meta["collection"], query=query[:500], top_k=min(body.top_k, 20),
+                                   session_id=cid)
+            try:
+                reasons = await self.recommendations.reasons(ask, found, deadline)
+                cards, status = card_list(found, {r.item_id: r for r in reasons.reasons}), "ok"
+            except MeshClientError:
+                status = "failed"
+        TURNS.labels("ok").inc()
+        return api.TurnResponse(
+            id=cid, turn=n, profile=public(merged.profile), notes=merged.notes, proposed=delta,
+            search=api.TurnSearch(query=spec.get("query"), queries=spec.get("queries"), filter=spec.get("filter")),
+            hits=cards, search_mode=found.mode, degraded=found.degraded, reasons_status=status,
+            usage=extracted.usage,
+            timings=api.TurnTimings(extraction_ms=round(extraction_ms, 2), search_ms=round(search_ms, 2),
+                                    total_ms=round((time.perf_counter() - t0) * 1e3, 2)))
+
