@@ -24,10 +24,11 @@ class ReasoningSettings(ServiceSettings):
     backend_schema_format: Literal["json_object", "json_schema"] = Field(
         "json_object", description="how the primary takes a JSON schema (llama.cpp: json_object; vLLM: json_schema)")
     backend_api_key: SecretStr = Field(SecretStr(""), description="bearer key of the primary")
-    backend_fresh_prompt_when_seeded: bool = Field(
-        True, description="llama.cpp: send a request at temperature 0 with a seed with cache_prompt false, so its "
-                          "output never depends on what the KV cache held (a reused prefix changes the batch sizes "
-                          "and with them the logits' last bits); turn off for a server that refuses unknown fields")
+    backend_fresh_prompt: bool = Field(
+        True, description="llama.cpp: a task that declares reproducible sampling is sent with cache_prompt false, so "
+                          "its output never depends on what the KV cache held (a reused prefix changes the batch "
+                          "sizes and with them the logits' last bits); turn off for a server that refuses unknown "
+                          "fields")
     fallback_url: str = Field("", description="second OpenAI-compatible base URL (failover before the first token)")
     fallback_name: str = Field("fallback", description="name of the second backend")
     fallback_model: str = Field("", description="model name sent to the second backend")

@@ -60,7 +60,8 @@ class TaskRunner:
         system, prompt = task.render(value)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         params = GenerationParams(spec.max_tokens, spec.sampling.temperature, spec.output_schema,
-                                  top_p=spec.sampling.top_p, seed=spec.sampling.seed, model=model)
+                                  top_p=spec.sampling.top_p, seed=spec.sampling.seed, model=model,
+                                  fresh_prompt=spec.sampling.reproducible)
         total = Usage(llm_calls=0)
         start = time.perf_counter()
         attempt_timeouts: Timeouts | None = timeouts

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 import pytest_asyncio
@@ -54,7 +55,8 @@ async def _prepared(http, sid: str) -> bool:
 async def reasoning():
     standin = ChatStandIn(reply)
     try:
-        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin", fresh_prompt=True)],
+                                     cold=True) as svc:
             yield svc, standin
     finally:
         standin.close()
@@ -64,7 +66,8 @@ def app_on(svc, **settings):
     return gateway_app("127.0.0.1:1", "127.0.0.1:1", reasoning_targets=f"127.0.0.1:{svc.port}", **settings)
 
 
-async def test_a_session_from_start_to_report(reasoning):
+async def test_a_session_from_start_to_report(reasoning, caplog):
+    caplog.set_level(logging.DEBUG)
     svc, standin = reasoning
     async with asgi_client(app_on(svc)) as http:
         start = await http.post("/v1/interviews", json=START)
@@ -101,6 +104,11 @@ async def test_a_session_from_start_to_report(reasoning):
     assert report["criteria_mean"]["relevance"] == round((7 + 2 + 2) / 3, 2) and report["weakest"] == "relevance"
     assert report["overall"] == round((7.8 + 2.8 * 2) / 3, 2) and not any(a["cached"] for a in report["answers"])
     assert second_report.json()["answers"] == report["answers"]
+    # answer_feedback declares reproducible sampling (the prompt read afresh); interview_question does not
+    fresh = {"면접관" in r["messages"][0]["content"]: r.get("cache_prompt") for r in standin.requests}
+    assert fresh == {True: None, False: False}
+    assert "/v1/interviews" in caplog.text  # the access lines are there
+    assert LONG[:20] not in caplog.text and SHORT not in caplog.text and q2["text"] not in caplog.text  # no text logged
 
 
 async def test_bad_input_and_the_refusals(reasoning):

@@ -13,7 +13,7 @@ def make_backends(s: ReasoningSettings) -> list[LlmBackend]:
     backends: list[LlmBackend] = [OpenAIBackend(s.backend_name, s.backend_url, s.backend_model,
                                                 api_key=s.backend_api_key.get_secret_value(),
                                                 schema_format=s.backend_schema_format,
-                                                fresh_prompt_when_seeded=s.backend_fresh_prompt_when_seeded)]
+                                                fresh_prompt=s.backend_fresh_prompt)]
     if s.fallback_url:
         backends.append(OpenAIBackend(s.fallback_name, s.fallback_url, s.fallback_model or s.backend_model,
                                       api_key=s.fallback_api_key.get_secret_value(),

@@ -23,6 +23,10 @@ class GenerationParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     model: str = ""  # the model to ask for; empty: the backend's configured one
+    # Read the prompt afresh (llama.cpp: cache_prompt false): the same output for the same input whatever ran
+    # before (a reused KV prefix changes the batch sizes, and with them the logits' last bits), at the cost of
+    # the prompt cache. Asked by tasks that declare `sampling.reproducible`.
+    fresh_prompt: bool = False
 
 
 @dataclass

@@ -30,9 +30,9 @@ class OpenAIBackend(LlmBackend):
 
     def __init__(self, name: str, base_url: str, model: str, *, api_key: str = "",
                  schema_format: Literal["json_schema", "json_object"] = "json_schema",
-                 connect_timeout_s: float = 2.0, fresh_prompt_when_seeded: bool = False) -> None:
+                 connect_timeout_s: float = 2.0, fresh_prompt: bool = False) -> None:
         super().__init__(name=name, model=model)
-        self.fresh_prompt_when_seeded = fresh_prompt_when_seeded
+        self.fresh_prompt = fresh_prompt  # the server takes llama.cpp's cache_prompt
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.models_url = base_url.rstrip("/") + "/models"
         self.schema_format = schema_format
@@ -51,8 +51,8 @@ class OpenAIBackend(LlmBackend):
             body["stop"] = list(params.stop)
         if params.seed is not None:
             body["seed"] = params.seed
-            if self.fresh_prompt_when_seeded and params.temperature == 0:
-                body["cache_prompt"] = False  # llama.cpp: the same prompt, the same batches, the same output
+        if self.fresh_prompt and params.fresh_prompt:
+            body["cache_prompt"] = False  # llama.cpp: the same prompt, the same batches, the same output
         if params.json_schema is not None:
             if self.schema_format == "json_object":
                 body["response_format"] = {"type": "json_object", "schema": params.json_schema}

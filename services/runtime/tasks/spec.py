@@ -40,6 +40,9 @@ class Sampling(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(7, ge=0, description="a fixed seed (where the backend honours one); null: none")
+    reproducible: bool = Field(False, description="the same output for the same input whatever ran before: the "
+                                                  "prompt is read afresh, without the backend's prompt cache (slower "
+                                                  "by the prompt's prefill; llama.cpp)")
 
 
 class Cache(BaseModel):

@@ -34,13 +34,12 @@ def test_openai_body_schema_formats():
     assert "response_format" not in llama.body([], GenerationParams(8, 0.0))
 
 
-def test_a_seeded_greedy_request_to_llama_cpp_reads_its_prompt_afresh():
-    llama = OpenAIBackend("l", "http://127.0.0.1:1/v1", "m", fresh_prompt_when_seeded=True)
-    assert llama.body([], GenerationParams(8, 0.0, seed=7))["cache_prompt"] is False
-    assert "cache_prompt" not in llama.body([], GenerationParams(8, 0.7, seed=7))  # sampled: the cache stays
-    assert "cache_prompt" not in llama.body([], GenerationParams(8, 0.0))  # no seed: no determinism asked
+def test_a_reproducible_request_to_llama_cpp_reads_its_prompt_afresh():
+    llama = OpenAIBackend("l", "http://127.0.0.1:1/v1", "m", fresh_prompt=True)
+    assert llama.body([], GenerationParams(8, 0.0, seed=7, fresh_prompt=True))["cache_prompt"] is False
+    assert "cache_prompt" not in llama.body([], GenerationParams(8, 0.0, seed=7))  # not asked: the cache stays
     other = OpenAIBackend("v", "http://127.0.0.1:1/v1", "m")  # a server that may refuse unknown fields
-    assert "cache_prompt" not in other.body([], GenerationParams(8, 0.0, seed=7))
+    assert "cache_prompt" not in other.body([], GenerationParams(8, 0.0, seed=7, fresh_prompt=True))
 
 
 def test_chat_messages_keep_order_and_refuse_instead_of_trimming():
