@@ -1,6 +1,7 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run ops test test-fast test-unit check lint protos openapi model bench faults
+.PHONY: setup run ops test test-fast test-unit check lint protos openapi model bench faults deploy-check \
+        deploy-check-quick
 PY := .venv/bin/python
 
 setup:
@@ -48,3 +49,15 @@ bench: setup
 # bench/results/faults.{md,json}. `--quick` is the tier tests/system/test_fault_suite.py runs.
 faults: setup
 	@$(PY) -m bench.faults
+
+# The deployment as containers (issue 48): the image built here on a debootstrapped base, the dev overlay's
+# manifests played by podman, every probe executed, a search through the containers, faults; writes
+# bench/results/deploy.{md,json} and removes what it made (needs root: apt, podman). ~10 min.
+deploy-check: setup
+	@$(PY) scripts/deploy_check.py
+
+# The quick tier: the image from the layer cache, one start, one search, no faults (~3 min warm). It runs
+# beside `make test`, not in it: it needs root, apt and podman, and its first build alone takes longer than
+# the 5 minutes the suite may give it.
+deploy-check-quick: setup
+	@$(PY) scripts/deploy_check.py --quick

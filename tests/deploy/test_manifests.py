@@ -180,6 +180,12 @@ def compose_config(profile: str) -> dict:
 # ------------------------------------------------------------------------------------------ Dockerfile
 
 
+def test_the_base_containerfile_passes_hadolint():
+    base = INFRA / "docker" / "Containerfile.base"
+    proc = run([tool("hadolint"), "--no-color", "--failure-threshold", "style", base])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_dockerfile_passes_hadolint():
     """Hadolint reports nothing (any finding, style included, fails)."""
     proc = run([tool("hadolint"), "--no-color", "--failure-threshold", "style", DOCKERFILE])
