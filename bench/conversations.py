@@ -225,7 +225,7 @@ def markdown(f: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """CLI."""
     parser = argparse.ArgumentParser(prog="python -m bench.conversations", description=__doc__.split("\n")[0])
-    parser.add_argument("--splits", default="tune,report,report2", help="splits of conversations_eval.json")
+    parser.add_argument("--splits", default="tune,report,report2,report3", help="splits of conversations_eval.json")
     parser.add_argument("--limit", type=int, default=None, help="at most this many conversations per split")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="results folder")
     parser.add_argument("--name", default="conversations", help="result file name [conversations]")

@@ -42,6 +42,7 @@ CATEGORY_ALIASES = {"꽃": ("꽃다발", "화분", "꽃바구니"), "주얼리":
 REFUSAL = (r"(?:빼|제외|말고|싫|별로|안\s*돼|안\s*되|안\s*마[시셔신]|못\s*먹|알레르기|무서워|필요\s*없|이미\s*있"
            r"|이미\s*많)")
 HANGUL = re.compile(r"[가-힣]")
+AMOUNTISH = re.compile(r"\d|[만천]\s*원|빼|싫|말고")  # a budget or a refusal is no search keyword
 TOPIC = re.compile(r"([가-힣A-Za-z0-9]{2,})(?:은|는|이|가|도)\s")
 THAT = re.compile(r"(?:그건|그거|그것|그것도|그건요|그중에|그\s*제품)\s*(?:은|는|도)?\s*" + REFUSAL)
 
@@ -90,10 +91,27 @@ def mentions(text: str, vocab: Vocabulary) -> list[Mention]:
     return sorted(found, key=lambda m: m.start)
 
 
-def refused(text: str, mention: Mention) -> bool:
-    """Whether the clause after ``mention`` refuses it ("향수는 빼 주세요", "술을 안 마신대요")."""
-    clause = re.split(r"[,.!?;]|그리고|대신|그럼|근데", text[mention.end:], maxsplit=1)[0]
-    return re.match(r"[은는이가도을를]?\s*(?:\S+\s*){0,3}?" + REFUSAL, clause) is not None
+CLAUSE_END = re.compile(r"[.!?;]|그리고|대신|그럼|근데")
+AND = re.compile(r"^\s*(?:이나|나|랑|이랑|와|과|하고|및|,)\s*$")
+
+
+def refusals(text: str, found: list[Mention]) -> set[int]:
+    """The mentions the turn refuses.
+
+    A refusal word (빼, 말고, 싫, 안 돼 ...) after a mention and before the next one, in its clause, refuses it
+    ("전기 담요 같은 전자 제품은 빼 주세요" refuses 전자, not 담요); a mention joined to a refused one by 이나, 랑,
+    와 ... is refused with it ("향수랑 꽃은 빼 주세요").
+    """
+    out: set[int] = set()
+    for i in range(len(found) - 1, -1, -1):
+        end = found[i + 1].start if i + 1 < len(found) else len(text)
+        segment = text[found[i].end:end]
+        clause = CLAUSE_END.split(segment, maxsplit=1)[0]
+        if re.search(REFUSAL, clause):
+            out.add(i)
+        elif i + 1 in out and AND.match(segment):
+            out.add(i)
+    return out
 
 
 def empty_profile() -> dict[str, Any]:
@@ -142,6 +160,34 @@ def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] 
     return low, high
 
 
+PARTICLE = re.compile(r"(?:들|에게|한테|께|의|을|를|이|가|은|는|도)$")
+
+
+def _slot(key: str, words: tuple[str, ...], proposed: str, text: str, current: str | None,
+          vocab_words: set[str], notes: list[str]) -> str | None:
+    """Recipient or occasion after the turn.
+
+    A listed word the model's proposal holds (it may change the slot); else, for an empty slot, the proposal
+    itself when the turn writes it as one short word outside the vocabulary ("팀원들" → 팀원), or the first
+    listed word the turn writes.
+    """
+    listed = [w for _, _, w in sorted((text.find(w), -len(w), w) for w in words if w in text)]
+    proposed = proposed.strip()
+    if proposed and _quoted(text, proposed):
+        covering = [w for w in listed if w in proposed or proposed in w]
+        if covering:
+            return covering[0]
+        word = PARTICLE.sub("", proposed)
+        if current is None and word and " " not in word and len(word) <= 6 and word not in vocab_words:
+            return word
+        notes.append(f"{key} {proposed!r} ignored: not one short word the turn writes")
+    elif proposed:
+        notes.append(f"{key} {proposed!r} ignored: the turn does not write it")
+    if current is None and listed:
+        return listed[0]
+    return current
+
+
 def _quoted(text: str, value: str) -> bool:
     return bool(value) and value.replace(" ", "") in text.replace(" ", "")
 
@@ -159,39 +205,29 @@ def _canonical(value: str, kind: str, found: list[Mention], vocab: Vocabulary) -
 
 
 def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Vocabulary) -> Merge:
-    """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict)."""
+    """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict).
+
+    Categories and attributes are read from the turn by code: a mention the turn refuses is excluded
+    (forbidden), any other is wanted (a must-have). The model's proposals add what the turn writes and
+    code did not read (a category named by a word outside the vocabulary is never taken); an exclusion
+    the model proposes counts only when the turn refuses it (a 1.5B model files wanted things under
+    excluded: bench/results/conversations_run1.md).
+    """
     p = {k: (list(v) if isinstance(v, list) else v) for k, v in profile.items()}
     out = Merge(p)
     found = mentions(text, vocab)
-    # recipient and occasion: the model's word when the turn writes it, else the first listed word it writes
+    vocab_words = {w for w, _, _ in vocab.words()}
     for key, words in (("recipient", RECIPIENTS), ("occasion", OCCASIONS)):
-        proposed = (delta.get(key) or "").strip()
-        if proposed and _quoted(text, proposed):
-            p[key] = proposed
-        else:
-            listed = sorted((text.find(w), -len(w), w) for w in words if w in text)
-            if listed and p[key] is None:  # a listed word fills an empty slot only ("아기 용품" is no new recipient)
-                p[key] = listed[0][2]
-            if proposed:
-                out.notes.append(f"{key} {proposed!r} ignored: the turn does not write it")
+        p[key] = _slot(key, words, delta.get(key) or "", text, p[key], vocab_words, out.notes)
     span = budget(text, p)
     if span is not None:
         p["budget_min"], p["budget_max"] = span
-    # exclusions: the model's (checked) and code's own reading of the turn
-    excluded: list[Mention] = []
-    for kind, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
-        for value in delta.get(key) or []:
-            canon = _canonical(value, kind, found, vocab)
-            if canon is None:
-                out.notes.append(f"exclusion {value!r} ignored: not a {kind} the turn writes")
-                continue
-            excluded.append(next(m for m in found if m.value == canon and m.kind == kind))
-    excluded += [m for m in found if refused(text, m)]
+    refused_at = refusals(text, found)
+    excluded = [found[i] for i in sorted(refused_at)]
     that = THAT.search(text)
-    if that or delta.get("exclude_last"):
-        cut = that.start() if that else len(text)
-        before = [m for m in found if m.end <= cut]
-        topics = [w for w in TOPIC.findall(text[:cut]) if w not in RECIPIENTS and w not in OCCASIONS]
+    if that:
+        before = [m for m in found if m.end <= that.start()]
+        topics = [w for w in TOPIC.findall(text[:that.start()]) if w not in RECIPIENTS and w not in OCCASIONS]
         if before:
             excluded.append(before[-1])
         elif topics:  # "홍삼은 이미 많으셔서 그건 빼고요": a word outside the vocabulary, kept out of the query
@@ -203,19 +239,26 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
             excluded.append(Mention(kind, value, 0, 0))
             out.notes.append(f"'그건' read as the last thing mentioned: {value!r}")
     excluded_values = {(m.kind, m.value) for m in excluded}
-    # inclusions: the model's (checked); a turn that wants and excludes a thing excludes it
-    for kind, key, target in (("category", "want_categories", "categories"), ("attribute", "must_have", "must_have")):
+    for kind, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
+        for value in delta.get(key) or []:
+            canon = _canonical(value, kind, found, vocab)
+            if canon is None or (kind, canon) not in excluded_values:
+                out.notes.append(f"exclusion {value!r} ignored: the turn does not refuse it")
+    wanted = [(m.kind, m.value) for i, m in enumerate(found) if i not in refused_at]
+    for kind, key in (("category", "want_categories"), ("attribute", "must_have")):
         for value in delta.get(key) or []:
             canon = _canonical(value, kind, found, vocab)
             if canon is None:
                 out.notes.append(f"{value!r} ignored: not a {kind} the turn writes")
-                continue
-            if (kind, canon) in excluded_values:
-                out.notes.append(f"{canon!r} both wanted and excluded in one turn: excluded")
-                continue
-            _add(p[target], canon)
-            _drop(p["excluded_categories" if kind == "category" else "forbidden"], canon)
-    for kind, value in sorted(excluded_values):
+            elif (kind, canon) not in wanted:
+                wanted.append((kind, canon))
+    for kind, value in wanted:
+        if (kind, value) in excluded_values:
+            out.notes.append(f"{value!r} both wanted and excluded in one turn: excluded")
+            continue
+        _add(p["categories" if kind == "category" else "must_have"], value)
+        _drop(p["excluded_categories" if kind == "category" else "forbidden"], value)
+    for kind, value in dict.fromkeys((m.kind, m.value) for m in excluded):  # in the order the turn says them
         if kind == "category":
             _add(p["excluded_categories"], value)
             _drop(p["categories"], value)
@@ -224,9 +267,9 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
             _drop(p["must_have"], value)
     for word in delta.get("keywords") or []:
         word = word.strip()
-        vocab_words = {w for w, _, _ in vocab.words()}
         if word and _quoted(text, word) and word not in vocab_words and word not in p["excluded_keywords"] \
-                and word not in (p["recipient"], p["occasion"]) and len(p["keywords"]) < 8:
+                and word not in (p["recipient"], p["occasion"]) and not AMOUNTISH.search(word) \
+                and len(p["keywords"]) < 8:
             _add(p["keywords"], word)
     kept = [m for m in found if (m.kind, m.value) not in excluded_values]
     if kept:

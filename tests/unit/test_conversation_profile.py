@@ -88,3 +88,28 @@ def test_the_search_puts_hard_constraints_in_filters_and_the_rest_in_the_query()
     assert spec["filter"]["must_not"] == [{"field": "tags", "any_of": ["알코올"]}]
     assert spec["queries"] == ["아내 생일 향초 선물", "아내 생일 초콜릿 선물"] and spec["top_k"] == 5
     assert search_of(empty_profile(), Fields()) == {"top_k": 10, "query": "선물"}
+
+
+def test_a_refusal_belongs_to_the_mention_before_it_and_to_what_is_joined_to_that():
+    p = talk(["전기 담요 같은 전자 제품은 빼 주세요"])
+    assert p["forbidden"] == ["전자"] and p["categories"] == []  # 담요 is no vocabulary word here
+    p = talk(["향수랑 꽃은 빼 주세요", "와인이나 시계요"])
+    assert p["excluded_categories"] == ["향수", "꽃"] and p["categories"] == ["와인", "시계"]
+
+
+def test_the_models_exclusion_of_a_wanted_thing_is_ignored():
+    out = merge(empty_profile(), {"exclude_categories": ["향초", "지갑"], "forbidden": ["각인"]},
+                "향초나 지갑 보여 주세요, 각인 되는 걸로요", VOCAB)
+    assert out.profile["categories"] == ["향초", "지갑"] and out.profile["must_have"] == ["각인"]
+    assert out.profile["excluded_categories"] == [] and sum("does not refuse" in n for n in out.notes) == 3
+
+
+@pytest.mark.parametrize(("proposal", "turn", "who"), [
+    ("친구 개업", "친구 개업 선물 찾아요", "친구"),  # the listed word inside the model's phrase
+    ("팀원들", "팀원들한테 줄 크리스마스 선물이요", "팀원"),  # one short word the turn writes, particles off
+    ("주얼리", "와이프 결혼기념일 선물이요, 주얼리요", "와이프"),  # a vocabulary word is never a person
+    ("선물 알아보고 있어요", "선물 알아보고 있어요", None),  # not one short word
+])
+def test_the_recipient_is_a_listed_word_or_one_short_word_the_turn_writes(proposal, turn, who):
+    vocab = Vocabulary(("주얼리",), ())
+    assert merge(empty_profile(), {"recipient": proposal}, turn, vocab).profile["recipient"] == who
