@@ -150,6 +150,10 @@ class GatewaySettings(BaseSettings):
                                                                       "(mesh_gateway_event_loop_lag_seconds); 0 = off")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
+    ingest_outage_s: float = Field(60.0, ge=0, le=3600, description="how long an ingest job waits for the "
+                                                                  "retrieval service to come back (its stream "
+                                                                  "reopened from the first batch not acknowledged) "
+                                                                  "before it fails")
     job_lease_s: float = Field(15.0, gt=0.5, le=600, description="a job held by an instance silent this long is "
                                                                 "resumed by another instance")
     job_workers: int = Field(2, ge=0, le=64, description="ingest/reindex jobs this instance runs at once")

@@ -115,7 +115,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     export_state(breaker, "embedding")
     vectors = QueryVectors(clients.embedding, cache, breaker, settings.embed_budget_share)
     redis_url = settings.jobs_redis_url or settings.redis_url
-    handlers = CatalogJobs(clients.retrieval).handlers()
+    handlers = CatalogJobs(clients.retrieval, settings.ingest_outage_s).handlers()
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s,

@@ -395,9 +395,16 @@ def wait_job(job_id: str, timeout_s: float = 300) -> dict:
     raise RuntimeError(f"job {job_id} did not end in {timeout_s} s")
 
 
-def search(collection: str = "check") -> tuple[int, dict]:
-    """One Korean search."""
-    return api("POST", "/v1/search", {"collection": collection, "query": "바다 여행", "top_k": 3})
+QUERIES = ["바다 여행", "등산 코스", "맛집 지도", "커피 산책", "한옥 체험", "역사 여행", "야경 명소", "캠핑 준비물"]
+
+
+def search(collection: str = "check", i: int = 0) -> tuple[int, dict]:
+    """One Korean search; ``i`` varies the words, so the gateway's query-vector cache cannot answer for the model."""
+    query = f"{QUERIES[i % len(QUERIES)]} {i}번" if i else QUERIES[0]
+    try:
+        return api("POST", "/v1/search", {"collection": collection, "query": query, "top_k": 3})
+    except OSError as err:
+        return 0, {"error": str(err)}
 
 
 def faults(figures: dict) -> dict[str, Any]:
@@ -409,7 +416,7 @@ def faults(figures: dict) -> dict[str, Any]:
 
     def searching() -> None:
         while not stop.is_set():
-            status, body = search()
+            status, body = search(i=len(seen) + 1)
             seen.append((status, body.get("mode", ""), bool(body.get("degraded"))))
             time.sleep(0.1)
 
@@ -423,7 +430,7 @@ def faults(figures: dict) -> dict[str, Any]:
     t0 = time.perf_counter()
     back = None
     while time.perf_counter() - t0 < 120:
-        status, body = search()
+        status, body = search(i=1000 + int(time.perf_counter() * 10))
         if status == 200 and body.get("mode") == "hybrid" and not body.get("degraded"):
             back = round(time.perf_counter() - t0, 2)
             break
@@ -447,16 +454,26 @@ def faults(figures: dict) -> dict[str, Any]:
     if state_now.stdout.strip() != "true":  # podman 4.3 without systemd may not restart it: as a kubelet would
         sh("podman", "start", "retrieval-retrieval")
         restarted_by = "this script (podman start), as the kubelet would"
+    back_after = None
+    for _ in range(120):
+        if run_probe("retrieval", "retrieval-retrieval", {"grpc": {"port": PORTS["retrieval"]}}):
+            back_after = round(time.perf_counter() - t0, 2)
+            break
+        time.sleep(0.5)
+    logs = "" if back_after else sh("podman", "logs", "--tail", "5", "retrieval-retrieval", check=False).stderr[-800:]
     state = wait_job(job["id"], timeout_s=600)
     _, info = api("GET", "/v1/collections/killed")
     out["retrieval_killed"] = {"documents": n, "job": state.get("state"), "done": state.get("done"),
                                "stored": info.get("documents"), "lost": n - int(info.get("documents") or 0),
-                               "restarted_by": restarted_by,
+                               "restarted_by": restarted_by, "retrieval_ready_after_kill_s": back_after,
+                               **({"retrieval_log": logs} if logs else {}),
                                "job_end_after_kill_s": round(time.perf_counter() - t0, 2)}
-    # c) Redis (the cache) restarted: searches keep answering
+    # c) Redis (the cache) restarted: searches keep answering (the cache fails open)
+    before = [search(i=2000 + k)[0] for k in range(5)]
     sh("podman", "pod", "restart", "redis-cache")
-    statuses = [search()[0] for _ in range(20)]
-    out["redis_restarted"] = {"searches": len(statuses), "ok": statuses.count(200)}
+    statuses = [search(i=3000 + k)[0] for k in range(20)]
+    out["redis_restarted"] = {"searches": len(statuses), "ok": statuses.count(200), "statuses": sorted(set(statuses)),
+                              "ok_before": before.count(200)}
     return out
 
 

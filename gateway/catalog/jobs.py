@@ -21,31 +21,47 @@ from services.runtime.jobs import Handler, JobContext, JobRecord
 class CatalogJobs:
     """The ingest and reindex handlers over the retrieval client."""
 
-    def __init__(self, retrieval: AsyncRetrievalClient) -> None:
+    def __init__(self, retrieval: AsyncRetrievalClient, outage_s: float = 60.0) -> None:
         self.retrieval = retrieval
+        self.outage_s = outage_s  # how long an ingest waits for retrieval to come back before it fails
 
     def handlers(self) -> dict[str, Handler]:
         """The job kinds this feature runs."""
         return {"ingest": self._ingest, "reindex": self._reindex}
 
     async def _ingest(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any]:
-        """Send the batches not yet acknowledged (a resumed job continues where it stopped)."""
+        """Send the batches not yet acknowledged (a resumed job continues where it stopped).
+
+        A stream broken by a retryable error (retrieval restarting) is opened again from the first batch not
+        acknowledged, with backoff, for up to ``outage_s``; writes are idempotent, so a batch written but not
+        acknowledged before the break is only written again.
+        """
         work = json.loads(payload)
         docs = [Document(d["id"], d["text"], d.get("payload") or {}) for d in work["documents"]]
         size = work["batch_size"]
         batches = [docs[i:i + size] for i in range(0, len(docs), size)]
-        first = record.resume  # batches before this one were acknowledged by an earlier attempt
+        resume = record.resume  # batches before this one were acknowledged by an earlier attempt
         upserted = record.done
-        try:
-            async for event in self.retrieval.upsert_stream(record.subject, batches[first:]):
-                if isinstance(event, BatchWritten):
-                    index = first + event.sequence
-                    error = await self._retry(record.subject, batches[index]) if event.error else ""
-                    upserted += 0 if error else len(batches[index])
-                    await ctx.progress(done=upserted, resume=index + 1, failed_batch=bool(error),
-                                       error=f"batch {index}: {error}" if error else None)
-        except MeshClientError as err:
-            await ctx.progress(error=f"{err.code.name}: {err.message}")
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + self.outage_s, 0.5
+        while resume < len(batches):
+            first = resume
+            try:
+                async for event in self.retrieval.upsert_stream(record.subject, batches[first:]):
+                    if isinstance(event, BatchWritten):
+                        index = first + event.sequence
+                        error = await self._retry(record.subject, batches[index]) if event.error else ""
+                        upserted += 0 if error else len(batches[index])
+                        resume = index + 1
+                        await ctx.progress(done=upserted, resume=resume, failed_batch=bool(error),
+                                           error=f"batch {index}: {error}" if error else None)
+                break
+            except MeshClientError as err:
+                if not err.retryable or loop.time() >= give_up:
+                    await ctx.progress(error=f"{err.code.name}: {err.message}")
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
         return {"upserted": upserted, "batches": len(batches), "failed_batches": record.failed_batches}
 
     async def _retry(self, collection: str, batch: list[Document], attempts: int = 4) -> str:
