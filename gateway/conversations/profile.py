@@ -39,8 +39,11 @@ ATTRIBUTE_ALIASES = {
     "어린이용": ("아이용", "아동용"), "친환경": ("에코",)}
 CATEGORY_ALIASES = {"꽃": ("꽃다발", "화분", "꽃바구니"), "주얼리": ("귀걸이", "목걸이", "팔찌", "반지"),
                     "이어폰": ("헤드폰",), "장난감": ("레고", "인형")}
-REFUSAL = (r"(?:빼|제외|말고|싫|별로|안\s*돼|안\s*되|안\s*마[시셔신]|못\s*먹|알레르기|무서워|필요\s*없|이미\s*있"
-           r"|이미\s*많)")
+REFUSAL = (r"(?:빼|제외|말고|싫|별로|안\s*돼|안\s*되|됐|안\s*마[시셔신]|못\s*먹|못\s*드|안\s*드|안\s*좋아"
+           r"|알레르기|무서워|필요\s*없|이미\s*있|이미\s*많)")
+# What makes a mentioned attribute a must-have ("각인 되는 걸로", "캐릭터 들어간 게 좋대요"); a bare mention
+# ("와인 세트") or a soft wish ("비건이면 더 좋아요") is none.
+WISH = r"(?:되는|되게|들어간|들어\s*있는|있는\s*걸|가능한|걸로|으?로\s*해|이어야|여야|좋대|필수)"
 HANGUL = re.compile(r"[가-힣]")
 AMOUNTISH = re.compile(r"\d|[만천]\s*원|빼|싫|말고")  # a budget or a refusal is no search keyword
 TOPIC = re.compile(r"([가-힣A-Za-z0-9]{2,})(?:은|는|이|가|도)\s")
@@ -110,6 +113,16 @@ def refusals(text: str, found: list[Mention]) -> set[int]:
         if re.search(REFUSAL, clause):
             out.add(i)
         elif i + 1 in out and AND.match(segment):
+            out.add(i)
+    return out
+
+
+def wishes(text: str, found: list[Mention]) -> set[int]:
+    """The attribute mentions the turn asks for ("각인 되는 걸로"): a wish word before the next mention."""
+    out = set()
+    for i, m in enumerate(found):
+        end = found[i + 1].start if i + 1 < len(found) else len(text)
+        if m.kind == "attribute" and re.search(WISH, CLAUSE_END.split(text[m.end:end], maxsplit=1)[0]):
             out.add(i)
     return out
 
@@ -208,10 +221,10 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict).
 
     Categories and attributes are read from the turn by code: a mention the turn refuses is excluded
-    (forbidden), any other is wanted (a must-have). The model's proposals add what the turn writes and
-    code did not read (a category named by a word outside the vocabulary is never taken); an exclusion
-    the model proposes counts only when the turn refuses it (a 1.5B model files wanted things under
-    excluded: bench/results/conversations_run1.md).
+    (forbidden); any other category is wanted, and an attribute the turn asks for ("각인 되는 걸로") is a
+    must-have. The model's proposals add wanted categories the turn writes and code did not read; an
+    exclusion or a must-have the model proposes counts only when the turn says it (a 1.5B model files
+    wanted things under excluded: bench/results/conversations_run1.md).
     """
     p = {k: (list(v) if isinstance(v, list) else v) for k, v in profile.items()}
     out = Merge(p)
@@ -244,14 +257,19 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
             canon = _canonical(value, kind, found, vocab)
             if canon is None or (kind, canon) not in excluded_values:
                 out.notes.append(f"exclusion {value!r} ignored: the turn does not refuse it")
-    wanted = [(m.kind, m.value) for i, m in enumerate(found) if i not in refused_at]
-    for kind, key in (("category", "want_categories"), ("attribute", "must_have")):
-        for value in delta.get(key) or []:
-            canon = _canonical(value, kind, found, vocab)
-            if canon is None:
-                out.notes.append(f"{value!r} ignored: not a {kind} the turn writes")
-            elif (kind, canon) not in wanted:
-                wanted.append((kind, canon))
+    wished = wishes(text, found)
+    wanted = [(m.kind, m.value) for i, m in enumerate(found)
+              if i not in refused_at and (m.kind == "category" or i in wished)]
+    for value in delta.get("want_categories") or []:
+        canon = _canonical(value, "category", found, vocab)
+        if canon is None:
+            out.notes.append(f"{value!r} ignored: not a category the turn writes")
+        elif ("category", canon) not in wanted:
+            wanted.append(("category", canon))
+    for value in delta.get("must_have") or []:
+        canon = _canonical(value, "attribute", found, vocab)
+        if canon is None or ("attribute", canon) not in wanted:
+            out.notes.append(f"must-have {value!r} ignored: the turn does not ask for it")
     for kind, value in wanted:
         if (kind, value) in excluded_values:
             out.notes.append(f"{value!r} both wanted and excluded in one turn: excluded")

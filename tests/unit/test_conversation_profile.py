@@ -7,7 +7,7 @@ import pytest
 from gateway.conversations.profile import Fields, Vocabulary, empty_profile, mentions, merge, search_of
 
 VOCAB = Vocabulary(("향수", "꽃", "케이크", "와인", "향초", "지갑", "시계", "초콜릿"),
-                   ("향", "꽃향", "알코올", "무알코올", "견과류", "각인", "가죽", "전자"))
+                   ("향", "꽃향", "알코올", "무알코올", "견과류", "각인", "가죽", "전자", "세트", "비건"))
 
 
 def talk(turns: list[str], deltas: list[dict] | None = None) -> dict:
@@ -113,3 +113,12 @@ def test_the_models_exclusion_of_a_wanted_thing_is_ignored():
 def test_the_recipient_is_a_listed_word_or_one_short_word_the_turn_writes(proposal, turn, who):
     vocab = Vocabulary(("주얼리",), ())
     assert merge(empty_profile(), {"recipient": proposal}, turn, vocab).profile["recipient"] == who
+
+
+def test_an_attribute_is_a_must_have_only_when_the_turn_asks_for_it():
+    p = talk(["와인 세트 괜찮을까요", "아 그분이 술을 못 드신대요"])
+    assert p["must_have"] == [] and p["forbidden"] == ["알코올"]
+    p = talk(["각인 되는 걸로요", "비건이면 더 좋아요"], [{}, {"must_have": ["비건"]}])
+    assert p["must_have"] == ["각인"]
+    p = talk(["지갑이나 시계요", "시계는 됐고 지갑만 볼게요"])
+    assert p["categories"] == ["지갑"] and p["excluded_categories"] == ["시계"]
