@@ -20,7 +20,8 @@
    dense again when it returns); the retrieval container killed mid-ingest (the job resumes, nothing
    acknowledged lost); Redis (cache) restarted (searches keep answering).
 5. Writes ``bench/results/deploy.md`` and ``.json``, then removes every pod, container and image it made
-   (the cached minbase archive and wheelhouse stay; ``--keep`` keeps the images too).
+   (the cached minbase archive and wheelhouse stay, so a second run starts from them; ``--keep`` keeps
+   the images too).
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ def sh(*cmd: str, timeout: float = 600, check: bool = True, quiet: bool = True,
         tail = ((proc.stdout or "") + (proc.stderr or ""))[-3000:]
         raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {proc.returncode}:\n{tail}")
     return proc
+
+
+def dangling() -> list[str]:
+    """The ids of the untagged images podman holds."""
+    return sh("podman", "images", "-q", "--filter", "dangling=true", check=False).stdout.split()
 
 
 def image_exists(name: str) -> bool:
@@ -488,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="deploy-check-"))
     t_all = time.perf_counter()
     ok = False
+    dangling_before = set(dangling()) if shutil.which("podman") else set()
     try:
         prepare(figures)
         if not args.quick:
@@ -523,9 +530,12 @@ def main(argv: list[str] | None = None) -> int:
         ok = figures["search"]["status"] == 200 and figures["search"]["hits"] > 0
     finally:
         down(folder)
-        if not args.keep:
-            for name in (IMAGE, DEPS_IMAGE):
+        if not args.keep:  # what this run made: the images, the layers its builds left untagged, the bases
+            for name in (IMAGE, DEPS_IMAGE, REDIS, PYBASE, MINBASE):  # (the minbase stays as an archive)
                 sh("podman", "rmi", "-f", name, check=False)
+            for image in set(dangling()) - dangling_before:
+                sh("podman", "rmi", "-f", image, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
         figures["total_s"] = round(time.perf_counter() - t_all, 1)
         write(figures, args.out, ok)
     return 0 if ok else 1
@@ -534,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
 def write(figures: dict, out: Path, ok: bool) -> None:
     """bench/results/deploy.md and .json."""
     sys.path.insert(0, str(ROOT))
-    from bench.report import command_line, write_result
+    from bench.report import write_result
 
     lines = [f"- Result: **{'passed' if ok else 'FAILED'}** in {figures.get('total_s')} s "
              f"(podman {sh('podman', '--version').stdout.split()[-1]}).", ""]
@@ -554,7 +564,7 @@ def write(figures: dict, out: Path, ok: bool) -> None:
     lines += ["", "What this host changes in the manifests (podman on one host):", "",
               *(f"- {d}" for d in DIFFERENCES), ""]
     write_result("deploy" if not figures["quick"] else "deploy_quick", "Deployment check (podman)", lines, figures,
-                 out=out, command=command_line("scripts.deploy_check"))
+                 out=out, command="make deploy-check" if not figures["quick"] else "make deploy-check-quick")
 
 
 if __name__ == "__main__":
