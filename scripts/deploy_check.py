@@ -483,6 +483,105 @@ def faults(figures: dict) -> dict[str, Any]:
     return out
 
 
+# -- 3c. the compose file's cpu profile with podman-compose ------------------------------------------------
+
+COMPOSE_LEFT_OUT = ("qdrant", "prometheus", "alertmanager", "grafana", "jaeger")
+COMPOSE_DIFFERENCES = [
+    "qdrant, prometheus, alertmanager, grafana and jaeger are left out (no image here; Prometheus and "
+    "Alertmanager run as Debian packages in `make ops` instead): retrieval uses its embedded engine on a "
+    "volume at /data, spans are not exported (MESH_*_TRACE_EXPORTER=none)",
+    "images: the mesh image → localhost/korean-mesh:check (runtime-slim; the model cache, llama-server and "
+    "the GGUF mounted read-only from the host), redis → localhost/mesh-redis; no build sections",
+    "depends_on without health conditions (podman 4.3 runs no health checks by itself: each service's own "
+    "health-check command is executed by this script instead)",
+    "the gateway's API key is one made for the check",
+]
+
+
+def compose_file(source: Path, llm_dir: Path, gguf_dir: Path, models_dir: Path) -> dict:
+    """The compose file's cpu profile as podman-compose runs it here (see COMPOSE_DIFFERENCES)."""
+    doc = yaml.safe_load(source.read_text())
+    services = {}
+    for name, svc in doc["services"].items():
+        if "cpu" not in svc.get("profiles", []) or name in COMPOSE_LEFT_OUT:
+            continue
+        svc.pop("build", None)
+        env = {k: v for k, v in (svc.get("environment") or {}).items() if not k.startswith("OTEL_")}
+        for key in list(env):
+            if key.endswith("_TRACE_EXPORTER"):
+                env[key] = "none"
+        depends = svc.get("depends_on") or {}
+        svc["depends_on"] = [d for d in depends if d not in COMPOSE_LEFT_OUT]
+        if not svc["depends_on"]:
+            svc.pop("depends_on")
+        image = str(svc.get("image", ""))
+        if name == "llm":
+            svc["image"], svc["command"] = IMAGE, ["llm"]
+            env.update(LLM_ENV)
+            svc["volumes"] = [f"{llm_dir}:/opt/llm:ro", f"{gguf_dir}:/opt/llm-models:ro"]
+        elif image.startswith("redis"):
+            svc["image"] = REDIS
+        else:
+            svc["image"] = IMAGE
+            svc["volumes"] = [*svc.get("volumes", []), f"{models_dir}:/opt/models:ro"]
+        if name == "retrieval":
+            env["MESH_RETRIEVAL_QDRANT_LOCATION"] = "/data/qdrant"
+            svc["volumes"].append("retrieval-data:/data")
+        if name == "gateway":
+            env["MESH_GATEWAY_API_KEYS"] = API_KEY
+        svc["environment"] = env
+        services[name] = svc
+    volumes = {k: v for k, v in (doc.get("volumes") or {}).items() if k in {"redis-jobs-data"}}
+    volumes["retrieval-data"] = None
+    return {"name": "korean-mesh-check", "services": services, "volumes": volumes}
+
+
+def compose(figures: dict, folder: Path, llm_dir: Path, models: Path) -> dict[str, Any]:
+    """``podman-compose --profile cpu up``: each service's health command, then a search through the gateway."""
+    venv = DEPLOY / "podman-compose"
+    if not (venv / "bin" / "podman-compose").exists():
+        log("installing podman-compose (PyPI) into its own venv")
+        sh(sys.executable, "-m", "venv", str(venv))
+        sh(str(venv / "bin" / "pip"), "install", "-q", "podman-compose==1.6.0", timeout=600)
+    path = folder / "compose.yaml"
+    spec = compose_file(ROOT / "infra/compose/compose.yaml", llm_dir, CACHE / "llm", models)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    tool = [str(venv / "bin" / "podman-compose"), "-f", str(path), "--profile", "cpu"]
+    out: dict[str, Any] = {"services": sorted(spec["services"])}
+    t0 = time.perf_counter()
+    try:
+        sh(*tool, "up", "-d", timeout=600)
+        ready: dict[str, float] = {}
+        names = {s: f"korean-mesh-check_{s}_1" for s in spec["services"]}
+        while len(ready) < len(names) and time.perf_counter() - t0 < 300:
+            for service, container in names.items():
+                check = spec["services"][service].get("healthcheck", {}).get("test")
+                if service in ready:
+                    continue
+                if check and check[0] == "CMD":
+                    passed = sh("podman", "exec", container, *check[1:], check=False, timeout=15).returncode == 0
+                elif check and check[0] == "CMD-SHELL":
+                    passed = sh("podman", "exec", container, "sh", "-c", check[1], check=False,
+                                timeout=15).returncode == 0
+                else:  # no health check declared (llm): its port answers
+                    passed = sh("podman", "exec", container, "python", "-c", "import urllib.request as u; "
+                                "u.urlopen('http://127.0.0.1:8081/v1/models', timeout=4)", check=False,
+                                timeout=15).returncode == 0
+                if passed:
+                    ready[service] = round(time.perf_counter() - t0, 2)
+                    log(f"compose {service} healthy after {ready[service]} s")
+            time.sleep(1)
+        out["ready_s"] = ready
+        out["not_ready"] = sorted(set(names) - set(ready))
+        _, job = ingest("composed", 40)
+        wait_job(job["id"])
+        status, found = search("composed")
+        out["search"] = {"status": status, "hits": len(found.get("hits", [])), "mode": found.get("mode")}
+    finally:
+        sh(*tool, "down", "-v", check=False, timeout=300)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -525,9 +624,15 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.quick:
                     figures["faults"] = faults(figures)
             down(folder)
+        if not args.quick:
+            log("the compose file's cpu profile with podman-compose")
+            figures["compose"] = compose(figures, folder, llm_dir, models)
+            figures["compose_differences"] = COMPOSE_DIFFERENCES
         figures["ready_s"] = {role: statistics.median(s[role] for s in starts) for role in starts[0]}
         figures["ready_runs"] = starts
         ok = figures["search"]["status"] == 200 and figures["search"]["hits"] > 0
+        if "compose" in figures:
+            ok = ok and figures["compose"]["search"]["status"] == 200 and not figures["compose"]["not_ready"]
     finally:
         down(folder)
         if not args.keep:  # what this run made: the images, the layers its builds left untagged, the bases
@@ -561,6 +666,13 @@ def write(figures: dict, out: Path, ok: bool) -> None:
         lines += [f"- Search through the containers: {figures['search']}", ""]
     for name, result in figures.get("faults", {}).items():
         lines.append(f"- Fault `{name}`: {json.dumps(result, ensure_ascii=False)}")
+    if "compose" in figures:
+        c = figures["compose"]
+        lines += ["", f"- Compose (`podman-compose` 1.6.0, profile cpu, services {', '.join(c['services'])}): "
+                      f"healthy after {c.get('ready_s')} s; not healthy: {c.get('not_ready') or 'none'}; "
+                      f"search through the gateway: {c.get('search')}",
+                  "", "What this host changes in the compose file:", "",
+                  *(f"- {d}" for d in COMPOSE_DIFFERENCES)]
     lines += ["", "What this host changes in the manifests (podman on one host):", "",
               *(f"- {d}" for d in DIFFERENCES), ""]
     write_result("deploy" if not figures["quick"] else "deploy_quick", "Deployment check (podman)", lines, figures,

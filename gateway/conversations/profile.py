@@ -226,7 +226,7 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     exclusion or a must-have the model proposes counts only when the turn says it (a 1.5B model files
     wanted things under excluded: bench/results/conversations_run1.md).
     """
-    p = {k: (list(v) if isinstance(v, list) else v) for k, v in profile.items()}
+    p: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in profile.items()}
     out = Merge(p)
     found = mentions(text, vocab)
     vocab_words = {w for w, _, _ in vocab.words()}
