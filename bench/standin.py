@@ -30,6 +30,43 @@ class _LoopbackServer:
         self.server.server_close()
 
 
+def minimal_instance(schema: dict) -> object:
+    """The smallest value that satisfies a JSON schema of the kinds the mesh sends.
+
+    Objects (their required properties), arrays (their minimum items), enums, strings with a minimum
+    length, bounded numbers: what a model held to the schema could write.
+    """
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {k: minimal_instance(props.get(k, {})) for k in schema.get("required", [])}
+    if kind == "array":
+        return [minimal_instance(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
+    if kind == "string":
+        return "가" * max(1, schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def schema_or(text: str):
+    """A ``ChatStandIn`` reply: the smallest valid JSON when the request holds a schema, else ``text``."""
+    import json
+
+    def reply(body: dict) -> dict:
+        fmt = body.get("response_format") or {}
+        schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
+        return {"chunks": [json.dumps(minimal_instance(schema), ensure_ascii=False) if schema else text]}
+
+    return reply
+
+
 class ChatStandIn(_LoopbackServer):
     """A local stand-in for an OpenAI-compatible chat server.
 

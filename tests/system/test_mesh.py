@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.standin import ChatStandIn
+from bench.standin import ChatStandIn, schema_or
 from services.runtime.processes import start_process, stop_process
 from support import RedisServer, eventually, free_port
 from support.waiting import FINISHED
@@ -43,7 +43,7 @@ def mesh(tmp_path):
                                          str(tmp_path / "q"), "--embedding-target", f"127.0.0.1:{emb_port}")
     procs["ocr"], ocr_port = start("services.ocr", "--port", "0", "--engines", "1", "--redis-url",
                                    f"redis://127.0.0.1:{redis_port}/1")
-    standin = ChatStandIn([{"chunks": ["네", ", ", "알겠습니다"]}])
+    standin = ChatStandIn(schema_or("네, 알겠습니다"))  # schema-held calls get the smallest valid JSON
     procs["reasoning"], rsn_port = start("services.reasoning", "--port", "0", "--backend-url", standin.url)
     env_args = ["--port", "0", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                 f"127.0.0.1:{ret_port}", "--redis-url", f"redis://127.0.0.1:{redis_port}/0",
