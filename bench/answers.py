@@ -50,7 +50,15 @@ from typing import Any
 
 import httpx
 
-from bench.common import ROOT, free_port, md_table, start_retrieval_pair, start_service, stop_service
+from bench.common import (
+    ROOT,
+    free_port,
+    md_table,
+    start_patient_reasoning,
+    start_retrieval_pair,
+    start_service,
+    stop_service,
+)
 from bench.report import write_result
 from gateway.answers import packing, relevance, support
 from gateway.answers.decoder import AnswerText
@@ -493,8 +501,7 @@ def main() -> None:
                                {"rows": rows, "floor": floor}, out=args.out))
             return
         llm = start_llm_server(free_port(), log_path=folder / "llm.log")
-        rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url, "--total-timeout-s", "600",
-                                    "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
+        rs, rs_port = start_patient_reasoning(llm.base_url)
         procs.append(rs)
         relevance_arg = [] if args.min_relevance is None else ["--answer-min-relevance", str(args.min_relevance)]
         gw, gw_port = start_service("gateway", *targets, "--reasoning-targets", f"127.0.0.1:{rs_port}", *SLOW,

@@ -86,6 +86,12 @@ def start_service(module: str, *args: str, timeout_s: float = 120,
     return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s, env=env)
 
 
+def start_patient_reasoning(backend_url: str) -> tuple[subprocess.Popen[str], int]:
+    """The reasoning service over ``backend_url`` with 600 s deadlines (the embedded model on two cores is slow)."""
+    return start_service("services.reasoning", "--backend-url", backend_url, "--total-timeout-s", "600",
+                         "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
+
+
 def start_retrieval_pair(folder: Path, model_dir: Path, procs: list, *, workers: int = 1,
                          env: dict[str, str] | None = None) -> tuple[int, int]:
     """Embedding and retrieval on ``folder`` as processes (``procs`` collects them); their ports."""

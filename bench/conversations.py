@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, md_table, start_retrieval_pair, start_service, stop_service
+from bench.common import free_port, md_table, start_patient_reasoning, start_retrieval_pair, start_service, stop_service
 from bench.report import command_line, write_result
 from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
 from infra.llm.server import start_llm_server
@@ -164,8 +164,7 @@ def run(splits: tuple[str, ...], limit: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {"model": llm.model, "splits": list(splits), "limit": limit}
     try:
         emb_port, ret_port = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
-        rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url, "--total-timeout-s", "600",
-                                    "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
+        rs, rs_port = start_patient_reasoning(llm.base_url)
         procs.append(rs)
         gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                     f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, md_table, start_service, stop_service
+from bench.common import free_port, md_table, start_patient_reasoning, start_service, stop_service
 from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
 from services.runtime.processes import start_redis
@@ -293,8 +293,7 @@ def run(parts: tuple[str, ...], sessions: int) -> dict[str, Any]:
     out["model"] = llm.model
     procs = []
     try:
-        rs, rs_port = start_service("services.reasoning", "--backend-url", llm.base_url, "--total-timeout-s", "600",
-                                    "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
+        rs, rs_port = start_patient_reasoning(llm.base_url)
         procs.append(rs)
         gw, gw_port = start_service("gateway", "--reasoning-targets", f"127.0.0.1:{rs_port}")
         procs.append(gw)

@@ -208,12 +208,9 @@ def _quoted(text: str, value: str) -> bool:
 def _canonical(value: str, kind: str, found: list[Mention], vocab: Vocabulary) -> str | None:
     """The vocabulary entry the model's ``value`` names, if the turn writes it (or an alias of it)."""
     value = value.strip()
-    pool = vocab.categories if kind == "category" else vocab.attributes
     for m in found:
-        if m.kind == kind and (m.value == value or value in m.value or m.value in value):
+        if value and m.kind == kind and (m.value == value or value in m.value or m.value in value):
             return m.value
-    if value in pool and value in {m.value for m in found}:
-        return value
     return None
 
 

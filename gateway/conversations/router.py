@@ -21,10 +21,12 @@ def _conversations(request: Request) -> Conversations:
 async def start_conversation(body: api.StartConversation, request: Request):
     """Start a conversation over `collection`, naming its categories and attribute tags (the profile's vocabulary).
 
+    404 when the collection does not exist.
+
     State lives in the gateway's Redis (`--redis-url`; without one, in this instance only) for
     `--conversation-ttl-s`, renewed by every turn; the history is never truncated.
     """
-    return await _conversations(request).start(body)
+    return await _conversations(request).start(body, parse_timeout(request.headers.get(TIMEOUT_HEADER), 10_000))
 
 
 @router.post("/v1/conversations/{conversation_id}/turns", response_model=api.TurnResponse, responses=ERRORS)

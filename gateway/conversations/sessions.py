@@ -25,7 +25,7 @@ from clients.errors import MeshClientError
 from gateway.conversations import protocol as api
 from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
 from gateway.http.deadline import Deadline
-from gateway.http.errors import ApiError
+from gateway.http.errors import ApiError, from_client_error
 from gateway.reasoning.events import card_list
 from gateway.reasoning.protocol import RecommendRequest
 from gateway.reasoning.recommendations import Recommendations
@@ -85,8 +85,12 @@ class Conversations:
         except StoreUnavailable:
             return self.ttl_s
 
-    async def start(self, body: api.StartConversation) -> api.ConversationState:
-        """A new conversation with an empty profile."""
+    async def start(self, body: api.StartConversation, deadline: Deadline) -> api.ConversationState:
+        """A new conversation with an empty profile (404 for a collection that does not exist)."""
+        try:
+            await self.search.retrieval.get_collection(body.collection, timeout_s=deadline.check())
+        except MeshClientError as err:
+            raise from_client_error(err) from None
         cid = uuid.uuid4().hex
         meta = body.model_dump()
         try:
@@ -121,10 +125,15 @@ class Conversations:
             raise
         extraction_ms = (time.perf_counter() - t0) * 1e3
         delta = extracted.result
+        search_ms = 0.0
         for _ in range(5):  # a turn claimed by another request meanwhile: merge onto the profile it left
             n = max(turns, default=0) + 1
             before = turns[n - 1]["profile"] if n > 1 else empty_profile()
             merged = merge(before, delta, body.text, vocab)
+            spec = search_of(merged.profile, Fields(**meta["fields"]), body.top_k)
+            t1 = time.perf_counter()  # searched before the turn is recorded: a failed turn records nothing
+            found = await self.search.search(SearchRequest(collection=meta["collection"], **spec), deadline)
+            search_ms += (time.perf_counter() - t1) * 1e3
             record = {"text": body.text, "proposed": delta, "notes": merged.notes, "profile": merged.profile}
             try:
                 if await self.store.hsetnx(self.key(cid), f"t:{n}", json.dumps(record, ensure_ascii=False),
@@ -136,10 +145,6 @@ class Conversations:
         else:
             raise ApiError(409, "turn_conflict", "the conversation changed five times during this turn; send it again",
                            retryable=True)
-        spec = search_of(merged.profile, Fields(**meta["fields"]), body.top_k)
-        t1 = time.perf_counter()
-        found = await self.search.search(SearchRequest(collection=meta["collection"], **spec), deadline)
-        search_ms = (time.perf_counter() - t1) * 1e3
         cards, status = card_list(found, {}), "skipped"
         if body.reasons and found.hits:
             query = spec.get("query") or " / ".join(spec["queries"])

@@ -99,6 +99,8 @@ async def test_bad_turns_and_a_turn_that_contradicts_itself(gifts):
     for cid in ("0" * 32, "nope"):
         missing = await gifts.post(f"/v1/conversations/{cid}/turns", json={"text": "안녕하세요"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "conversation_not_found"
+    unknown = await gifts.post("/v1/conversations", json={"collection": "no-such-catalog", "categories": ["꽃"]})
+    assert unknown.status_code == 404, unknown.text
     cid = await _start(gifts)
     for bad in ("", "  ", "가" * 1001):
         r = await gifts.post(f"/v1/conversations/{cid}/turns", json={"text": bad})
