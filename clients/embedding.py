@@ -55,10 +55,11 @@ def info_from_proto(resp: pb.InfoResponse) -> ModelInfo:
                      engine=resp.engine, precision=resp.precision, max_texts_per_request=resp.max_texts_per_request)
 
 
-def _request(texts: list[str], kind: Kind, strict: bool) -> pb.EmbedRequest:
+def _request(texts: list[str], kind: Kind, strict: bool, revision: str = "") -> pb.EmbedRequest:
     if kind not in _KINDS:
         raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-    return pb.EmbedRequest(texts=texts, kind=_KINDS[kind], options=pb.EmbedOptions(strict_length=strict))
+    return pb.EmbedRequest(texts=texts, kind=_KINDS[kind], options=pb.EmbedOptions(strict_length=strict),
+                           revision=revision)
 
 
 def result_from_proto(resp: pb.EmbedResponse) -> EmbedResult:
@@ -134,10 +135,14 @@ class AsyncEmbeddingClient(HealthCheck):
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
 
     async def embed(self, texts: list[str], kind: Kind = "query", *, strict: bool = False,
-                    timeout_s: float | None = None) -> EmbedResult:
-        """Embed texts; raises a :class:`clients.errors.MeshClientError` subclass on failure."""
+                    timeout_s: float | None = None, revision: str = "") -> EmbedResult:
+        """Embed texts; raises a :class:`clients.errors.MeshClientError` subclass on failure.
+
+        ``revision``, when given, is the model revision the vectors must come from: an instance serving
+        another answers FAILED_PRECONDITION.
+        """
         try:
-            resp = await self._stub.Embed(_request(texts, kind, strict), timeout=timeout_s or self.timeout_s)
+            resp = await self._stub.Embed(_request(texts, kind, strict, revision), timeout=timeout_s or self.timeout_s)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
         return result_from_proto(resp)

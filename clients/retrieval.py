@@ -7,7 +7,7 @@ here, once; callers never see a proto message.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import grpc
@@ -160,6 +160,9 @@ class Collection:
     tokenizer: str
     fields: dict[str, FieldType]
     layout: str = "document"  # "document" (one point each) or "passages:<chars>/<overlap>"
+    previous_collection: str = ""  # the version an upgrade replaced, kept for a rollback
+    previous_embedding_revision: str = ""
+    rollback_until: float = 0.0  # unix seconds; 0 when nothing is kept
 
 
 @dataclass(frozen=True)
@@ -224,13 +227,61 @@ class ReindexSummary:
     embedding_revision: str
     total_ns: int = 0
     layout: str = ""  # the layout the collection now has
+    gate: GateResult | None = None  # the quality gate's figures, when one ran
+    kept_collection: str = ""  # the replaced version, kept for a rollback until ``rollback_until``
+    rollback_until: float = 0.0
+
+
+@dataclass(frozen=True)
+class GateQuery:
+    """A judged query of a quality gate: its text and the ids of the documents relevant to it."""
+
+    query: str
+    relevant_ids: list[str]
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Both versions' recall@10 and nDCG@10 on a gate's queries, and whether the swap may happen."""
+
+    queries: int
+    old_recall: float
+    new_recall: float
+    old_ndcg: float
+    new_ndcg: float
+    margin: float
+    passed: bool
+    old_revision: str
+    new_revision: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able figures (rounded to 4 places)."""
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class EmbeddingRevision:
+    """A model revision retrieval can embed with, and the instance serving it."""
+
+    revision: str
+    dim: int
+    target: str
+
+
+def gate_from_proto(g: pb.GateResult) -> GateResult:
+    """A proto gate result as the domain type."""
+    return GateResult(queries=g.queries, old_recall=g.old_recall, new_recall=g.new_recall, old_ndcg=g.old_ndcg,
+                      new_ndcg=g.new_ndcg, margin=g.margin, passed=g.passed, old_revision=g.old_revision,
+                      new_revision=g.new_revision)
 
 
 def collection_from_proto(c: pb.CollectionInfo) -> Collection:
     """A proto collection as the domain type."""
     return Collection(name=c.name, collection=c.collection, documents=c.documents,
                       embedding_revision=c.embedding_revision, tokenizer=c.tokenizer, layout=c.layout or "document",
-                      fields={f.name: FIELD_NAMES.get(f.type, "keyword") for f in c.fields})  # type: ignore[misc]
+                      fields={f.name: FIELD_NAMES.get(f.type, "keyword") for f in c.fields},  # type: ignore[misc]
+                      previous_collection=c.previous_collection,
+                      previous_embedding_revision=c.previous_embedding_revision, rollback_until=c.rollback_until)
 
 
 def _hit(h: pb.Hit) -> Hit:
@@ -362,18 +413,49 @@ class AsyncRetrievalClient(HealthCheck):
                 yield WriteSummary(upserted=s.upserted, batches=s.batches, failed_batches=s.failed_batches,
                                    total_ns=s.total_ns)
 
-    async def reindex(self, collection: str, batch_size: int = 64,
-                      timeout_s: float = 3600.0) -> AsyncIterator[ReindexProgress | ReindexSummary]:
-        """Rebuild and swap; yields progress, then the summary."""
-        call = self._stub.Reindex(pb.ReindexRequest(collection=collection, batch_size=batch_size), timeout=timeout_s)
+    async def reindex(self, collection: str, batch_size: int = 64, timeout_s: float = 3600.0, *,
+                      embedding_revision: str = "", gate: list[GateQuery] | None = None,
+                      margin: float | None = None, gate_mode: Mode = "dense", grace_s: float = 0.0,
+                      validate_only: bool = False,
+                      ) -> AsyncIterator[ReindexProgress | ReindexSummary | GateResult]:
+        """Rebuild and swap; yields progress, the gate's figures when one runs, then the summary.
+
+        With ``embedding_revision`` it is an upgrade to that model revision; ``gate`` (judged queries)
+        then decides the swap, and a refusal ends the stream with
+        :class:`clients.errors.FailedPrecondition` after the :class:`GateResult`. ``validate_only``
+        checks the request and yields nothing.
+        """
+        req = pb.ReindexRequest(collection=collection, batch_size=batch_size, embedding_revision=embedding_revision,
+                                validate_only=validate_only, grace_s=grace_s)
+        if gate:
+            req.gate.queries.extend(pb.GateQuery(query=q.query, relevant_ids=q.relevant_ids) for q in gate)
+            req.gate.mode = MODES[gate_mode]  # type: ignore[assignment]
+            if margin is not None:
+                req.gate.margin = margin
+        call = self._stub.Reindex(req, timeout=timeout_s)
         async for event in self._stream(call):
-            if event.HasField("progress"):
+            kind = event.WhichOneof("event")
+            if kind == "progress":
                 yield ReindexProgress(done=event.progress.done, total=event.progress.total)
+            elif kind == "gate":
+                yield gate_from_proto(event.gate)
             else:
                 s = event.summary
                 yield ReindexSummary(previous_collection=s.previous_collection, collection=s.collection,
                                      documents=s.documents, embedding_revision=s.embedding_revision,
-                                     total_ns=s.total_ns, layout=s.layout)
+                                     total_ns=s.total_ns, layout=s.layout,
+                                     gate=gate_from_proto(s.gate) if s.HasField("gate") else None,
+                                     kept_collection=s.kept_collection, rollback_until=s.rollback_until)
+
+    async def rollback(self, name: str, timeout_s: float | None = None) -> tuple[Collection, str]:
+        """Point ``name`` back at the version its last upgrade replaced: (what serves now, the removed version)."""
+        resp = await self._call(self._stub.Rollback, pb.RollbackRequest(name=name), timeout_s)
+        return collection_from_proto(resp.collection), resp.removed_collection
+
+    async def list_revisions(self, timeout_s: float | None = None) -> list[EmbeddingRevision]:
+        """The embedding revisions retrieval can embed with (the first: new collections')."""
+        resp = await self._call(self._stub.ListRevisions, pb.ListRevisionsRequest(), timeout_s)
+        return [EmbeddingRevision(r.revision, r.dim, r.target) for r in resp.revisions]
 
     async def close(self) -> None:
         """Close the channel."""

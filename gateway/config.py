@@ -31,6 +31,11 @@ class GatewaySettings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to bind")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
+    more_embedding_targets: str = Field(
+        "", pattern=r"^([^,\s]+(,[^,\s]+)*)?$",
+        description="further embedding services (host:port, comma-separated), each serving another model revision "
+                    "during a model change: a search's query is embedded by the one serving its collection's "
+                    "revision (with none of them, retrieval embeds it)")
     retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
     ocr_target: str = Field("127.0.0.1:50054", description="OCR service host:port")
     reasoning_targets: str = Field("127.0.0.1:50053",
@@ -232,6 +237,10 @@ class GatewaySettings(BaseSettings):
         if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
             raise ValueError('task_routes must be a JSON object {"role": "model route name"}')
         return {**table, "": self.route_of(self.tasks_route)}
+
+    def more_targets(self) -> list[str]:
+        """The further embedding targets, in order."""
+        return [t for t in self.more_embedding_targets.split(",") if t]
 
     def task_dirs(self) -> list[str]:
         """The extra task directories, in order."""

@@ -37,6 +37,7 @@ from gateway.tasks.store import KeyValue, MemoryKeyValue, RedisKeyValue
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
+from gateway.vectors.revisions import VectorSources
 from services.runtime.jobs import Jobs, MemoryJobs
 from services.runtime.jobs.redis import RedisJobs
 from services.runtime.tasks.spec import BUILTIN_DIR, load_tasks
@@ -50,6 +51,7 @@ class Clients:
     retrieval: AsyncRetrievalClient
     ocr: AsyncOcrClient
     reasoning: dict[str, AsyncReasoningClient]
+    more_embedding: tuple[AsyncEmbeddingClient, ...] = ()  # one per further model during a model change
 
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> Clients:
@@ -58,11 +60,14 @@ class Clients:
         return cls(embedding=AsyncEmbeddingClient(settings.embedding_target),
                    retrieval=AsyncRetrievalClient(settings.retrieval_target),
                    ocr=AsyncOcrClient(settings.ocr_target),
-                   reasoning={t: AsyncReasoningClient(t) for t in targets})
+                   reasoning={t: AsyncReasoningClient(t) for t in targets},
+                   more_embedding=tuple(AsyncEmbeddingClient(t) for t in settings.more_targets()))
 
     async def close(self) -> None:
         """Close every channel."""
         await self.embedding.close()
+        for other in self.more_embedding:
+            await other.close()
         await self.retrieval.close()
         await self.ocr.close()
         for client in self.reasoning.values():
@@ -100,7 +105,7 @@ class Mesh:
         await self.jobs.close()
         await self.interviews.close()
         await self.store.close()
-        await self.vectors.close()
+        await self.search.sources.close()
         await self.clients.close()
 
 
@@ -114,6 +119,9 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s)
     export_state(breaker, "embedding")
     vectors = QueryVectors(clients.embedding, cache, breaker, settings.embed_budget_share)
+    sources = VectorSources(vectors, [
+        QueryVectors(client, cache, CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s),
+                     settings.embed_budget_share) for client in clients.more_embedding])
     redis_url = settings.jobs_redis_url or settings.redis_url
     handlers = CatalogJobs(clients.retrieval, settings.ingest_outage_s).handlers()
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
@@ -124,7 +132,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     routes = ModelRoutes(clients.reasoning, settings)
     search = Search(vectors, clients.retrieval, QueryExpander(routes, settings.route_of(settings.expand_route),
                                                               settings.expand_timeout_s, settings.max_inflight_llm,
-                                                              settings.expand_min_s))
+                                                              settings.expand_min_s), sources)
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 

@@ -14,8 +14,17 @@ import json
 from typing import Any
 
 from clients.errors import MeshClientError
-from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, ReindexProgress
+from clients.retrieval import AsyncRetrievalClient, BatchWritten, Document, GateQuery, GateResult, ReindexProgress
+from gateway.catalog import protocol as api
 from services.runtime.jobs import Handler, JobContext, JobRecord
+
+
+def gate_args(gate: api.QualityGateIn | dict[str, Any] | None) -> dict[str, Any]:
+    """The retrieval client's gate arguments of a REST (or stored job) gate."""
+    if gate is None:
+        return {}
+    g = api.QualityGateIn.model_validate(gate) if isinstance(gate, dict) else gate
+    return {"gate": [GateQuery(q.query, q.relevant_ids) for q in g.queries], "margin": g.margin, "gate_mode": g.mode}
 
 
 class CatalogJobs:
@@ -83,15 +92,31 @@ class CatalogJobs:
         return "not written"
 
     async def _reindex(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
-        """Rebuild and swap (a resumed reindex starts over: the old collection keeps serving until the swap)."""
+        """Rebuild and swap (a resumed reindex starts over: the old collection keeps serving until the swap).
+
+        An upgrade (``embedding_revision`` in the payload) carries the quality gate; its figures are in the
+        result whether the gate let the swap happen or not.
+        """
+        work = json.loads(payload or b"{}") or {}
+        verdict: GateResult | None = None
         try:
-            async for event in self.retrieval.reindex(record.subject):
+            async for event in self.retrieval.reindex(
+                    record.subject, work.get("batch_size", 64), embedding_revision=work.get("embedding_revision", ""),
+                    grace_s=work.get("grace_s", 0.0), **gate_args(work.get("gate"))):
                 if isinstance(event, ReindexProgress):
                     await ctx.progress(done=event.done, total=event.total)
+                elif isinstance(event, GateResult):
+                    verdict = event
                 else:
-                    return {"previous_collection": event.previous_collection, "collection": event.collection,
-                            "documents": event.documents, "embedding_revision": event.embedding_revision,
-                            "layout": event.layout}
+                    out: dict[str, Any] = {
+                        "previous_collection": event.previous_collection, "collection": event.collection,
+                        "documents": event.documents, "embedding_revision": event.embedding_revision,
+                        "layout": event.layout}
+                    if event.gate is not None:
+                        out["gate"] = event.gate.as_dict()
+                    if event.kept_collection:
+                        out.update(kept_collection=event.kept_collection, rollback_until=event.rollback_until)
+                    return out
         except MeshClientError as err:
             await ctx.progress(error=f"{err.code.name}: {err.message}")
-        return None
+        return {"gate": verdict.as_dict()} if verdict is not None else None

@@ -37,6 +37,11 @@ class CollectionInfo(BaseModel):
                                                  "written before passages) or `passages:<chars>/<overlap>` (long "
                                                  "documents cut into passages); a reindex moves a collection to the "
                                                  "service's layout")
+    previous_collection: str | None = Field(None, description="the version an upgrade replaced, kept for "
+                                                              "`POST /v1/collections/{name}/rollback` until "
+                                                              "`rollback_until`")
+    previous_embedding_revision: str | None = Field(None, description="embedding revision of `previous_collection`")
+    rollback_until: float | None = Field(None, description="unix seconds after which `previous_collection` is removed")
 
 
 MAX_FIELDS = 64  # filterable fields per collection: each is an index built on one database thread
@@ -107,6 +112,42 @@ class DeleteRequest(Strict):
     """Ids to remove (unknown ids are fine)."""
 
     ids: list[str] = Field(min_length=1, max_length=10000)
+
+
+class GateQueryIn(Strict):
+    """A judged query of the quality gate: its text and the ids of the documents relevant to it."""
+
+    query: str = Field(min_length=1, max_length=1000)
+    relevant_ids: list[str] = Field(min_length=1, max_length=100)
+
+
+class QualityGateIn(Strict):
+    """Judged queries run on the old and the new version before the swap."""
+
+    queries: list[GateQueryIn] = Field(min_length=1, max_length=1000)
+    margin: float = Field(0.02, ge=0, le=1, description="how far below the old version's recall@10 and nDCG@10 the "
+                                                        "new one may score (0.02 = 2 points)")
+    mode: Literal["dense", "hybrid", "keyword"] = Field(
+        "dense", description="the search mode both versions are judged in (dense: the leg a model change moves)")
+
+
+class UpgradeRequest(Strict):
+    """Rebuild a collection with another embedding model revision, behind a quality gate."""
+
+    embedding_revision: str = Field(min_length=1, max_length=200, description="a revision an embedding instance "
+                                                                              "of the mesh serves")
+    gate: QualityGateIn | None = Field(None, description="judged queries; without one the swap is not checked")
+    batch_size: int = Field(64, ge=1, le=256)
+    grace_s: float | None = Field(None, ge=0, le=30 * 86400, description="how long the replaced version is kept "
+                                                                        "for a rollback (unset: the service's)")
+
+
+class RollbackResponse(BaseModel):
+    """What serves after a rollback."""
+
+    collection: CollectionInfo
+    removed_collection: str
+    took_ms: float
 
 
 class Job(BaseModel):

@@ -66,6 +66,31 @@ async def reindex(name: str, request: Request, dl: Deadline = deadline.ADMIN):
     return await _catalog(request).start_reindex(name, dl)
 
 
+@router.post("/v1/collections/{name}/upgrade", response_model=api.Job, status_code=202, responses=NEW_ERRORS,
+             tags=["collections"])
+async def upgrade(name: str, body: api.UpgradeRequest, request: Request, dl: Deadline = deadline.ADMIN):
+    """Rebuild with another embedding model revision while the current version serves, as a job.
+
+    Searches keep using the revision each version was built with, so dense search never stops. Before
+    the swap the optional quality gate runs its judged queries on both versions: the swap happens only
+    when the new version's recall@10 and nDCG@10 are each at least the old one's minus `margin`;
+    otherwise the job ends `failed` with both figures in `result.gate` and the old version keeps
+    serving. The replaced version is kept (and written along) for a rollback during the grace period.
+    400 for a revision no embedding instance serves or a gate naming documents the collection lacks.
+    """
+    return await _catalog(request).start_upgrade(name, body, dl)
+
+
+@router.post("/v1/collections/{name}/rollback", response_model=api.RollbackResponse, responses=NEW_ERRORS,
+             tags=["collections"])
+async def rollback(name: str, request: Request, dl: Deadline = deadline.ADMIN):
+    """Point the collection back at the version its last upgrade replaced, at once, without re-embedding.
+
+    409 when there is nothing to roll back to (no upgrade kept a version, or its grace period ended).
+    """
+    return await _catalog(request).rollback(name, dl)
+
+
 @router.get("/v1/jobs/{job_id}", response_model=api.Job, responses=ERRORS, tags=["jobs"])
 async def job(job_id: str, request: Request):
     """A job's state and progress."""

@@ -7,10 +7,12 @@ module submits, reads and cancels them.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable
 
 from clients.retrieval import AsyncRetrievalClient, Collection
 from gateway.catalog import protocol as api
+from gateway.catalog.jobs import gate_args
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from services.runtime.jobs import JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
@@ -20,7 +22,9 @@ def collection_info(c: Collection) -> api.CollectionInfo:
     """The REST view of a collection."""
     return api.CollectionInfo(name=c.name, collection=c.collection, documents=c.documents,
                               embedding_revision=c.embedding_revision, tokenizer=c.tokenizer, fields=dict(c.fields),
-                              layout=c.layout)
+                              layout=c.layout, previous_collection=c.previous_collection or None,
+                              previous_embedding_revision=c.previous_embedding_revision or None,
+                              rollback_until=c.rollback_until or None)
 
 
 def job_view(r: JobRecord) -> api.Job:
@@ -79,6 +83,28 @@ class Catalog:
     async def start_reindex(self, name: str, deadline: Deadline) -> api.Job:
         """Queue a reindex job."""
         return await self._submit("reindex", name, b"{}", 0, deadline)
+
+    async def start_upgrade(self, name: str, req: api.UpgradeRequest, deadline: Deadline) -> api.Job:
+        """Queue a reindex to another embedding revision; the request is checked by retrieval first.
+
+        A revision no embedding instance serves, or a gate naming documents the collection does not
+        hold, is a 400 now rather than a failed job.
+        """
+        gate = gate_args(req.gate)
+        async for _ in self.retrieval.reindex(name, req.batch_size, timeout_s=deadline.check(), validate_only=True,
+                                              embedding_revision=req.embedding_revision, **gate):
+            pass
+        payload = json.dumps({"embedding_revision": req.embedding_revision, "batch_size": req.batch_size,
+                              "grace_s": req.grace_s or 0.0, "gate": req.gate.model_dump() if req.gate else None},
+                             ensure_ascii=False).encode()
+        return await self._submit("reindex", name, payload, 0, deadline)
+
+    async def rollback(self, name: str, deadline: Deadline) -> api.RollbackResponse:
+        """Point a collection back at the version its last upgrade replaced (409 when there is none)."""
+        start = time.perf_counter()
+        collection, removed = await self.retrieval.rollback(name, timeout_s=deadline.check())
+        return api.RollbackResponse(collection=collection_info(collection), removed_collection=removed,
+                                    took_ms=round((time.perf_counter() - start) * 1e3, 3))
 
     async def job(self, job_id: str) -> api.Job:
         """A job by id, whichever instance runs it; 404 when unknown or expired."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import grpc
 from opentelemetry import trace
 from prometheus_client import Counter
 
-from clients.retrieval import AsyncRetrievalClient, SearchResult
+from clients.errors import MeshClientError
+from clients.retrieval import AsyncRetrievalClient, QueryVector, SearchResult
 from clients.retrieval import Hit as RetrievedHit
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError
@@ -16,10 +18,12 @@ from gateway.http.telemetry import note
 from gateway.search import protocol as api
 from gateway.search.expansion import QueryExpander
 from gateway.vectors.query import Lookup, QueryVectors
+from gateway.vectors.revisions import CollectionRevisions, VectorSources
 
 TRACER = trace.get_tracer("gateway")
 DEGRADED = Counter("mesh_gateway_search_degraded", "searches answered keyword-only", ["reason"])
 REASONS = ("breaker_open", "unavailable", "deadline_exceeded", "resource_exhausted", "unknown")
+DELEGATED = "delegated"  # no vector on purpose: retrieval embeds with the collection's own model
 MERGE_RRF_K = 60  # RRF's usual constant (Cormack et al. 2009), not fitted to any set
 for _reason in REASONS:
     DEGRADED.labels(_reason)  # every series exists from the start
@@ -29,10 +33,17 @@ class Search:
     """Composes the query vector and retrieval for ``POST /v1/search`` (and the recommendation routes)."""
 
     def __init__(self, vectors: QueryVectors, retrieval: AsyncRetrievalClient,
-                 expander: QueryExpander | None = None) -> None:
+                 expander: QueryExpander | None = None, sources: VectorSources | None = None) -> None:
         self.vectors = vectors
         self.retrieval = retrieval
         self.expander = expander
+        self.sources = sources or VectorSources(vectors)
+        self.revisions = CollectionRevisions(retrieval)
+
+    async def _source(self, collection: str, deadline: Deadline) -> QueryVectors | None:
+        """The embedding instance serving the revision ``collection`` holds (None: retrieval embeds the query)."""
+        wanted = await self.revisions.get(collection, deadline)
+        return await self.sources.serving(wanted, deadline) if wanted else self.vectors
 
     async def search(self, req: api.SearchRequest, deadline: Deadline) -> api.SearchResponse:
         """Run one search within ``deadline``: one query, or several merged (given, or derived by ``expand``)."""
@@ -49,24 +60,29 @@ class Search:
                 span.set_attributes({"mesh.expansion": expansion.status, "mesh.derived": len(derived)})
             texts += derived
         several = req.queries is not None or req.expand is not None
+        vectors: QueryVectors | None = self.vectors
         if req.mode == "keyword":
             found = [Lookup(None, 0.0, False, "")] * len(texts)
         else:
             with TRACER.start_as_current_span("gateway.query_vector", attributes={"mesh.queries": len(texts)}) as span:
-                found = (await self.vectors.lookup_many(texts, deadline) if several
-                         else [await self.vectors.lookup(texts[0], deadline)])
+                vectors = await self._source(req.collection, deadline)
+                if vectors is None:  # no instance of the gateway serves the collection's model: retrieval embeds
+                    found = [Lookup(None, 0.0, False, DELEGATED)] * len(texts)
+                else:
+                    found = (await vectors.lookup_many(texts, deadline) if several
+                             else [await vectors.lookup(texts[0], deadline)])
                 span.set_attributes({"mesh.cache_hit": all(f.cache_hit for f in found),
                                      "mesh.degraded_reason": next((f.reason for f in found if f.reason), ""),
-                                     "mesh.breaker": self.vectors.breaker.state})
+                                     "mesh.breaker": (vectors or self.vectors).breaker.state})
         embed_ms = max(f.ms for f in found)
         t = time.perf_counter()
         legs = await asyncio.gather(*(self._leg(req, text, f, deadline) for text, f in zip(texts, found, strict=True)))
         retrieval_ms = (time.perf_counter() - t) * 1e3
         degraded = any(d for _, d in legs)
-        reason = next((f.reason for f in found if f.reason), "")
+        reason = next((f.reason for f in found if f.reason and f.reason != DELEGATED), "")
         cache_hit = all(f.cache_hit for f in found)
         first = legs[0][0]
-        revision = next((f.vector.revision for f in found if f.vector), self.vectors.revision)
+        revision = next((f.vector.revision for f in found if f.vector), (vectors or self.vectors).revision)
         hits = ([_hit(h) for h in first.hits] if not several
                 else merge(legs, req.top_k, by_passage=req.group_by == "passage"))
         note(collection=req.collection, mode=first.mode, degraded=degraded, degraded_reason=reason if degraded else "",
@@ -89,7 +105,7 @@ class Search:
                    deadline: Deadline) -> tuple[SearchResult, bool]:
         """One query's search, and whether it degraded (keyword-only because its vector could not be had)."""
         mode, degraded = req.mode, False
-        if found.vector is None and req.mode != "keyword":
+        if found.vector is None and req.mode != "keyword" and found.reason != DELEGATED:
             if req.mode == "dense":
                 if found.reason == "deadline_exceeded" and deadline.remaining() < 0.01:
                     raise ApiError(504, "deadline_exceeded", "the request deadline passed before the query "
@@ -98,10 +114,21 @@ class Search:
                                retryable=True)
             mode, degraded = "keyword", True
             DEGRADED.labels(found.reason if found.reason in REASONS else "unknown").inc()
-        out = await self.retrieval.search(req.collection, text, top_k=req.top_k, mode=mode,
-                                          filter=req.filter.to_filter() if req.filter else None, vector=found.vector,
-                                          fusion=req.fusion_options(), timeout_s=deadline.check(),
-                                          group_by=req.group_by)
+        async def send(vector: QueryVector | None) -> SearchResult:
+            return await self.retrieval.search(req.collection, text, top_k=req.top_k, mode=mode,
+                                               filter=req.filter.to_filter() if req.filter else None, vector=vector,
+                                               fusion=req.fusion_options(), timeout_s=deadline.check(),
+                                               group_by=req.group_by)
+
+        try:
+            out = await send(found.vector)
+        except MeshClientError as err:
+            if found.vector is None or err.code != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            # The collection swapped to another model since its revision was asked: never search with this
+            # vector; retrieval embeds the query with the collection's own model instead.
+            self.revisions.forget(req.collection)
+            out = await send(None)
         return out, degraded or out.degraded
 
 

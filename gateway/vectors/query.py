@@ -64,6 +64,10 @@ class QueryVectors:
         """The model revision last seen, or empty before the first answer."""
         return self._info.revision if self._info is not None else ""
 
+    async def known_revision(self, deadline: Deadline) -> str:
+        """The revision this instance serves (asked within the budget share when not known; "" when it cannot say)."""
+        return await self._known_revision(deadline)
+
     async def _known_revision(self, deadline: Deadline) -> str:
         if self._info is None and self.breaker.allow():
             budget = min(0.5, deadline.check() * self.budget_share)
@@ -192,9 +196,13 @@ class QueryVectors:
         self.breaker.success()
         return result
 
+    async def flush(self) -> None:
+        """Finish pending cache writes."""
+        await asyncio.gather(*self._writes, return_exceptions=True)
+
     async def close(self) -> None:
         """Finish pending cache writes and close the cache (the client is the composition root's)."""
-        await asyncio.gather(*self._writes, return_exceptions=True)
+        await self.flush()
         await self.cache.close()
 
 

@@ -22,6 +22,11 @@ class EmbeddingSettings(ServiceSettings):
                             description="built model revision folder (python -m services.embedding.modelbuild)")
     engine: Literal["onnxruntime", "triton"] = Field("onnxruntime", description="inference engine")
     precision: Literal["fp32", "int8"] = Field("int8", description="model weights to serve")
+    revision_label: str = Field(
+        "", pattern=r"^([a-z0-9][a-z0-9._-]{0,31})?$",
+        description="appended to the build's revision (<revision>+<label>) so this instance's vectors count as "
+                    "another model's, e.g. fp32 weights served beside int8 during a model change; collections "
+                    "built with one revision are never searched with another's vectors (empty: the build's own)")
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per inference; 0 = all cores")
     single_thread_max_tokens: int = Field(
         32, ge=0, le=4096, description="passes of at most this many padded tokens (a lone query) run on a "

@@ -95,8 +95,9 @@ async def create_embedding_service(
                            max_queue_texts=settings.max_queue_texts,
                            max_batch_tokens=settings.max_batch_tokens, metrics=metrics)
     limits = EmbedLimits(settings.max_texts_per_request, settings.max_text_chars, settings.max_tokens)
-    embedder = Embedder(tokenizer, batcher, limits, manifest["revision"])
-    info = pb.InfoResponse(model_id=manifest["model_id"], revision=manifest["revision"], dim=manifest["dim"],
+    revision = manifest["revision"] + (f"+{settings.revision_label}" if settings.revision_label else "")
+    embedder = Embedder(tokenizer, batcher, limits, revision)
+    info = pb.InfoResponse(model_id=manifest["model_id"], revision=revision, dim=manifest["dim"],
                            max_tokens=settings.max_tokens, engine=engine.name, precision=engine.precision,
                            max_texts_per_request=settings.max_texts_per_request)
     servicer = EmbeddingServicer(embedder, info)

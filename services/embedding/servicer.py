@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 from mesh.embedding.v1 import embedding_pb2 as pb
 
-from services.bootstrap.errors import InvalidInput, MeshError, grpc_code_for
+from services.bootstrap.errors import FailedPrecondition, InvalidInput, MeshError, grpc_code_for
 from services.embedding.embedder import Embedder, EmbedResult
 
 _KIND = {pb.EMBED_KIND_QUERY: "query", pb.EMBED_KIND_PASSAGE: "passage"}
@@ -38,6 +38,13 @@ def _batch_error(err: MeshError) -> pb.BatchError:
     return out
 
 
+def check_revision(wanted: str, served: str) -> None:
+    """Refuse a request that names another model revision than the one served (never another model's vectors)."""
+    if wanted and wanted != served:
+        raise FailedPrecondition(f"this embedding instance serves revision {served}, not {wanted}: send the request "
+                                 "to the instance serving that revision")
+
+
 class EmbeddingServicer:
     """Implements mesh.embedding.v1.EmbeddingService over an :class:`Embedder`."""
 
@@ -47,6 +54,7 @@ class EmbeddingServicer:
 
     async def Embed(self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext) -> pb.EmbedResponse:  # noqa: N802
         """Embed one batch of texts."""
+        check_revision(request.revision, self.embedder.revision)
         result = await self.embedder.embed(list(request.texts), _KIND.get(request.kind),
                                            strict=request.options.strict_length, deadline=_deadline(context))
         return _response(result, self.embedder.revision)
@@ -67,8 +75,7 @@ class EmbeddingServicer:
             nonlocal count
             try:
                 async for req in requests:
-                    task = asyncio.ensure_future(self.embedder.embed(
-                        list(req.texts), _KIND.get(req.kind), strict=req.options.strict_length, deadline=deadline))
+                    task = asyncio.ensure_future(self._embed_batch(req, deadline))
                     await inflight.put((req, task))
                     count += 1
             finally:
@@ -81,7 +88,7 @@ class EmbeddingServicer:
                 req, task = item
                 try:
                     result = await task
-                except InvalidInput as err:
+                except (InvalidInput, FailedPrecondition) as err:
                     failed += 1
                     yield pb.EmbedStreamResponse(result=pb.EmbedBatchResult(
                         batch_id=req.batch_id, sequence=seq, error=_batch_error(err)))
@@ -100,6 +107,11 @@ class EmbeddingServicer:
         yield pb.EmbedStreamResponse(summary=pb.EmbedStreamSummary(
             batches=count, failed_batches=failed, texts=texts,
             total_ns=int((time.perf_counter() - start) * 1e9)))
+
+    async def _embed_batch(self, req: pb.EmbedStreamRequest, deadline: float | None) -> EmbedResult:
+        check_revision(req.revision, self.embedder.revision)
+        return await self.embedder.embed(list(req.texts), _KIND.get(req.kind), strict=req.options.strict_length,
+                                         deadline=deadline)
 
     async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext) -> pb.InfoResponse:  # noqa: N802
         """Describe the served model."""

@@ -48,6 +48,14 @@ class RetrievalSettings(ServiceSettings):
         "", pattern=r"^(|[1-9][0-9]*|majority|quorum|all)$",
         description="replicas each read asks: a number, majority, quorum or all (empty: the server's default, 1)")
     embedding_target: str = Field("127.0.0.1:50051", description="embedding service host:port")
+    more_embedding_targets: str = Field(
+        "", pattern=r"^([^,\s]+(,[^,\s]+)*)?$",
+        description="further embedding services (host:port, comma-separated), each serving another model revision "
+                    "during a model change: a collection is written and searched with the instance serving its own "
+                    "revision, and a reindex may upgrade it to any served revision (empty: embedding_target only)")
+    rollback_grace_s: float = Field(
+        3600.0, ge=0, le=30 * 86400, description="how long an upgrade keeps the version it replaced, written along, "
+                                                 "for POST /v1/collections/{name}/rollback; 0 drops it at the swap")
     embed_timeout_s: float = Field(2.0, gt=0, description="deadline of a query-embedding call")
     analyzer: Literal["kiwi", "mecab"] = Field("kiwi", description="Korean morphological analyser")
     term_profile: Literal["nouns", "nouns+predicates", "content", "nouns+predicates+units",
@@ -69,6 +77,10 @@ class RetrievalSettings(ServiceSettings):
                                          "(600: chosen on the tune halves of long-ko and autorag-ko, "
                                          "bench/results/passages.md)")
     passage_overlap: int = Field(100, ge=0, description="characters of whole sentences consecutive passages share")
+
+    def more_targets(self) -> list[str]:
+        """The further embedding targets, in order."""
+        return [t for t in self.more_embedding_targets.split(",") if t]
 
     def layout(self) -> Layout:
         """The layout new collections and reindexes take."""

@@ -39,7 +39,10 @@ def collection_info(meta: CatalogMeta, count: int) -> pb.CollectionInfo:
     return pb.CollectionInfo(
         name=meta.name, collection=meta.collection, documents=count, embedding_revision=meta.embedding_revision,
         tokenizer=meta.analyzer, layout=meta.layout,
-        fields=[pb.PayloadField(name=n, type=NAME_TO_FIELD_TYPE[t]) for n, t in sorted(meta.fields.items())])
+        fields=[pb.PayloadField(name=n, type=NAME_TO_FIELD_TYPE[t]) for n, t in sorted(meta.fields.items())],
+        previous_collection=(meta.previous or {}).get("collection", ""),
+        previous_embedding_revision=(meta.previous or {}).get("embedding_revision", ""),
+        rollback_until=float((meta.previous or {}).get("until", 0.0)))
 
 
 def documents_from_proto(docs) -> list[Document]:

@@ -8,6 +8,8 @@ import time
 from opentelemetry import trace
 
 from services.bootstrap.errors import (
+    DeadlineExceeded,
+    DependencyUnavailable,
     FailedPrecondition,
     InvalidInput,
     Violation,
@@ -20,7 +22,7 @@ from services.retrieval.query import (
     coerce_payload,
     validate_documents,
 )
-from services.retrieval.state import CatalogState, UpsertOutcome, left
+from services.retrieval.state import CatalogState, UpsertOutcome, kept_for_rollback, left
 from services.retrieval.store import CatalogMeta
 from services.retrieval.writes import ReindexInProgress, storable_violations
 
@@ -52,16 +54,20 @@ class DocumentWrites:
                                "nothing was written", bad)
         layout = Layout.parse(meta.layout)
         rows = [(d.id, d.text, coerce_payload(d.payload, meta.fields)) for d in docs]
-        prepared, revision, embed_ns, tokenize_ns = await prepare(self.state, rows, layout, until)
+        prepared, revision, embed_ns, tokenize_ns = await prepare(self.state, rows, layout, until,
+                                                                  revision=meta.embedding_revision)
         t2 = time.perf_counter()
         async with self.state.gates[name].shared():
             live = await self.state.meta(name)  # a reindex may have swapped while this batch was embedded
             self._check_writable(live, revision, swapped=live is not meta)
             left(until, 1.0)
-            if live.layout != meta.layout:  # the swap changed the layout: cut again (no new vectors for the old)
+            if live.layout != meta.layout or (live.embedding_revision != meta.embedding_revision
+                                              and revision != live.embedding_revision):
+                # The swap changed the layout or the model: cut and embed again for the live collection.
                 prepared, revision, more_embed, more_tok = await prepare(self.state, rows, Layout.parse(live.layout),
-                                                                         until)
+                                                                         until, revision=live.embedding_revision)
                 embed_ns, tokenize_ns = embed_ns + more_embed, tokenize_ns + more_tok
+                self._check_writable(live, revision)
             live = self._update_avg_len(live, [t for p in prepared for t in p.terms])
             bm25 = Bm25(self.state.k1, self.state.b, live.avg_doc_len)
             points = [pt for p in prepared for pt in p.points(bm25)]
@@ -71,17 +77,42 @@ class DocumentWrites:
             if pending is not None:
                 for p in prepared:
                     pending.record_upsert(p)
+            if kept_for_rollback(live):
+                embed_ns += await self._copy_to_previous(live, rows, until)
         t3 = time.perf_counter()
         return UpsertOutcome(len(docs), embed_ns, tokenize_ns, int((t3 - t2) * 1e9))
+
+    async def _copy_to_previous(self, live: CatalogMeta, rows: list, until: float | None) -> int:
+        """Write ``rows`` into the version an upgrade replaced too, embedded by its model, so a rollback loses nothing.
+
+        When that cannot be done (its model's instance is gone), the kept version is marked incomplete:
+        a rollback is then refused rather than losing this write. Returns the embedding time (ns).
+        """
+        prev = live.previous
+        assert prev is not None
+        t = time.perf_counter()
+        try:
+            prepared, revision, _, _ = await prepare(self.state, rows, Layout.parse(prev["layout"]), until,
+                                                     revision=prev["embedding_revision"])
+            if revision != prev["embedding_revision"]:
+                raise DependencyUnavailable(f"the previous model's revision {prev['embedding_revision']} is not "
+                                            f"served (got {revision})")
+            bm25 = Bm25(self.state.k1, self.state.b, float(prev["avg_doc_len"]))
+            points = [pt for p in prepared for pt in p.points(bm25)]
+            await self.state.run_db(self.state.store.upsert, prev["collection"], points)
+        except (DependencyUnavailable, DeadlineExceeded) as exc:
+            log.warning("collection %r: a write since its upgrade could not be copied into the replaced version "
+                        "(%s); a rollback is no longer possible", live.name, exc.message)
+            prev["complete"] = False
+            await self.state.run_db(self.state.store.put_meta, live)
+        return int((time.perf_counter() - t) * 1e9)
 
     def _check_writable(self, meta: CatalogMeta, revision: str | None = None, swapped: bool = False) -> None:
         """Refuse a write the live collection cannot take: retryable while (or because) a reindex changes it."""
         name = meta.name
-        pending = self.state.pending.get(name)
         if name in self.state.reindexing or swapped:
             if meta.analyzer != self.state.analyzer.info.label() or (
-                    revision is not None and (revision != meta.embedding_revision
-                                              or (pending is not None and revision != pending.revision))):
+                    revision is not None and revision != meta.embedding_revision and not swapped):
                 raise ReindexInProgress(f"collection {name!r} is being reindexed (or just was) and this write "
                                         "cannot be kept in both its old and new collections; retry the write "
                                         "after the reindex finishes")
@@ -111,6 +142,8 @@ class DocumentWrites:
         async with self.state.gates[name].shared():
             live = await self.state.meta(name)
             await self.state.run_db(self.state.store.delete, live.collection, ids)
+            if kept_for_rollback(live):
+                await self.state.run_db(self.state.store.delete, live.previous["collection"], ids)  # type: ignore[index]
             pending = self.state.pending.get(name)
             if pending is not None:
                 pending.record_delete(ids)

@@ -32,6 +32,7 @@ class Prepared:
     spans: list[Span]
     vectors: list[list[float]]
     terms: list[list[str]]
+    revision: str = ""  # the model revision of ``vectors``
 
     def points(self, bm25: Bm25) -> list[StoredPoint]:
         """The document's points, keyword weights from ``bm25`` (the collection's average length)."""
@@ -51,15 +52,15 @@ def spans_of(text: str, layout: Layout) -> list[Span]:
 
 
 async def embed_passages(state: CatalogState, texts: list[str], until: float | None,
-                         per_call_s: float) -> tuple[np.ndarray, str]:
+                         per_call_s: float, revision: str = "") -> tuple[np.ndarray, str]:
     """Passage vectors in calls of at most ``EMBED_TEXTS`` texts, each with its own deadline.
 
     One call per batch gave 64 long passages (512 tokens each, ~40 s on two cores) one 20 s deadline:
     the batch could never be written, and every retry embedded it again. A call of 16 is bounded work.
     """
-    parts, revision = [], ""
+    parts, wanted, revision = [], revision, ""
     for i in range(0, len(texts), EMBED_TEXTS):
-        vecs, got = await state.embed(texts[i:i + EMBED_TEXTS], "passage", left(until, per_call_s))
+        vecs, got = await state.embed(texts[i:i + EMBED_TEXTS], "passage", left(until, per_call_s), wanted)
         if revision and got != revision:
             raise DependencyUnavailable(f"the embedding service changed revision ({revision} -> {got}) "
                                         "within one batch; nothing was written: retry it")
@@ -72,8 +73,11 @@ async def embed_passages(state: CatalogState, texts: list[str], until: float | N
 
 async def prepare(state: CatalogState, docs: list[tuple[str, str, dict[str, Any]]], layout: Layout,
                   until: float | None = None, per_call_s: float | None = None,
-                  terms: list[list[str]] | None = None) -> tuple[list[Prepared], str, int, int]:
+                  terms: list[list[str]] | None = None, revision: str = "") -> tuple[list[Prepared], str, int, int]:
     """``docs`` (id, text, payload) cut, embedded and analysed: (prepared, revision, embed ns, analysis ns).
+
+    ``revision`` is the model revision the vectors are for (a collection's): the instance serving it
+    embeds them when several are configured.
 
     ``terms``, when the caller analysed the passages already (a reindex does, for BM25's average
     length), are used instead of analysing them again: one list per passage, in order.
@@ -81,7 +85,7 @@ async def prepare(state: CatalogState, docs: list[tuple[str, str, dict[str, Any]
     spans = [spans_of(text, layout) for _, text, _ in docs]
     texts = [text[s.start:s.end] for (_, text, _), sp in zip(docs, spans, strict=True) for s in sp]
     t0 = time.perf_counter()
-    vectors, revision = await embed_passages(state, texts, until, per_call_s or state.embed_timeout_s * 10)
+    vectors, revision = await embed_passages(state, texts, until, per_call_s or state.embed_timeout_s * 10, revision)
     t1 = time.perf_counter()
     if terms is None or len(terms) != len(texts):
         terms = await state.bulk_terms(texts, until)
@@ -91,6 +95,6 @@ async def prepare(state: CatalogState, docs: list[tuple[str, str, dict[str, Any]
     for (doc_id, text, payload), sp in zip(docs, spans, strict=True):
         n = len(sp)
         out.append(Prepared(doc_id, text, payload, label, sp, [v.tolist() for v in vectors[k:k + n]],
-                            terms[k:k + n]))
+                            terms[k:k + n], revision))
         k += n
     return out, revision, int((t1 - t0) * 1e9), int((t2 - t1) * 1e9)

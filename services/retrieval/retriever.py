@@ -22,10 +22,12 @@ class Retriever:
 
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
-                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None) -> None:
+                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None,
+                 others: list[Embedder] | None = None, grace_s: float = 3600.0) -> None:
         self.state = CatalogState(store, analyzer, embedder, dim=dim, k1=k1, b=b, embed_timeout_s=embed_timeout_s,
                                   default_fusion=default_fusion, default_rrf_k=default_rrf_k,
-                                  default_dense_weight=default_dense_weight, layout=layout)
+                                  default_dense_weight=default_dense_weight, layout=layout, others=others,
+                                  grace_s=grace_s)
         self.store = store
         self.admin = CatalogAdmin(self.state)
         self.documents = DocumentWrites(self.state)

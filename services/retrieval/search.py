@@ -42,6 +42,10 @@ class CatalogSearch:
             if self.state.inflight[meta.collection] <= 0:
                 del self.state.inflight[meta.collection]
 
+    async def run(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None = None) -> SearchOutcome:
+        """One search of the version ``meta`` describes, whether or not an alias points at it (a quality gate's)."""
+        return await self._search_stages(meta, q, deadline_s, time.perf_counter())
+
     async def _search(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None,
                       start: float) -> SearchOutcome:
         with TRACER.start_as_current_span("retrieval.search", attributes={
@@ -72,7 +76,7 @@ class CatalogSearch:
             stage = TRACER.start_span("retrieval.embed", attributes={"mesh.budget_ms": round(budget * 1e3, 1)})
             try:
                 with trace.use_span(stage, end_on_exit=True):
-                    vecs, revision = await self.state.embed([q.text], "query", budget)
+                    vecs, revision = await self.state.embed([q.text], "query", budget, meta.embedding_revision)
                 if revision != meta.embedding_revision:
                     log.warning("query embedded with %s but %s holds %s: keyword only", revision, name,
                                 meta.embedding_revision)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 from opentelemetry import trace
@@ -21,6 +22,7 @@ from services.retrieval.state import Embedder
 from services.retrieval.store import open_store, store_options
 from services.runtime.errors import StartupError
 
+log = logging.getLogger(__name__)
 SERVICE = pb.DESCRIPTOR.services_by_name["RetrievalService"]
 
 
@@ -31,6 +33,8 @@ class RetrievalService:
     mesh: MeshServer
     retriever: Retriever
     embedder: Embedder
+    others: list[Embedder] = field(default_factory=list)
+    _sweeper: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -44,12 +48,27 @@ class RetrievalService:
         """
         await self.retriever.reindexer.drop_leftovers()
         await self.retriever.state.terms(["워밍업 문장입니다"])
+        self._sweeper = asyncio.ensure_future(self._expire_kept_versions())
         await self.mesh.set_serving(True)
+
+    async def _expire_kept_versions(self) -> None:
+        """Remove the versions upgrades kept once their grace period ends (checked every 30 s at most)."""
+        every = min(30.0, max(0.5, self.retriever.state.grace_s / 4))
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.retriever.reindexer.expire_kept()
+            except Exception:  # noqa: BLE001 - the sweep tries again; a failure must not end it
+                log.warning("removing expired kept versions failed; retrying in %.0f s", every, exc_info=True)
 
     async def release(self) -> None:
         """Release the retriever, Qdrant and the embedding channel (after the server stopped)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         await self.retriever.close()
         await self.embedder.close()
+        for other in self.others:
+            await other.close()
         self.retriever.store.close()
 
     async def close(self, grace: float = 1.0) -> None:
@@ -80,6 +99,7 @@ async def create_retrieval_service(
                            f"{' '.join(str(exc).split())}") from exc
     analyzer = KoreanAnalyzer(settings.term_profile, settings.analyzer)
     embedder = embedder or GrpcEmbedder(settings.embedding_target)
+    others: list[Embedder] = [GrpcEmbedder(t) for t in settings.more_targets()]
     # Keyword search needs only the store; dense/hybrid search and ingest also embed through the embedding
     # service. An embedded store is this process; a Qdrant server is probed like any dependency.
     dependencies = [Dependency("embedding", embedder.probe)]
@@ -91,10 +111,10 @@ async def create_retrieval_service(
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
                           default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight,
-                          layout=settings.layout())
+                          layout=settings.layout(), others=others, grace_s=settings.rollback_grace_s)
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
                                tracer_provider=tracer_provider, registry=registry,
                                dependencies=dependencies,
                                capabilities={"": Requirement(store_needed), "dense": needs_embedding,
                                              "ingest": needs_embedding})
-    return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder)
+    return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder, others=others)

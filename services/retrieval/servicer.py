@@ -13,6 +13,7 @@ from mesh.retrieval.v1 import retrieval_pb2 as pb
 
 from services.bootstrap.errors import InvalidInput, MeshError, Violation
 from services.retrieval import convert
+from services.retrieval.gate import DEFAULT_MARGIN, Gate, GateQuery
 from services.retrieval.query import Document
 from services.retrieval.retriever import Retriever
 
@@ -91,16 +92,45 @@ class RetrievalServicer:
                                      total_ns=out.total_ns))
 
     async def Reindex(self, request, context) -> AsyncIterator[pb.ReindexResponse]:  # noqa: N802
-        """Rebuild and swap, streaming progress."""
-        async for event in self.retriever.reindexer.reindex(request.collection, request.batch_size or 64):
+        """Rebuild and swap (an upgrade when another embedding revision is named), streaming progress."""
+        gate = _gate(request) if request.HasField("gate") else None
+        args = (request.collection, request.batch_size or 64, request.embedding_revision, gate, request.grace_s)
+        if request.validate_only:
+            await self.retriever.reindexer.plan(*args)
+            return
+        async for event in self.retriever.reindexer.reindex(*args):
             if event.get("summary"):
-                yield pb.ReindexResponse(summary=pb.ReindexSummary(
+                summary = pb.ReindexSummary(
                     previous_collection=event["previous_collection"], collection=event["collection"],
                     documents=event["documents"], embedding_revision=event["embedding_revision"],
-                    total_ns=event["total_ns"], layout=event["layout"]))
+                    total_ns=event["total_ns"], layout=event["layout"], kept_collection=event["kept_collection"],
+                    rollback_until=event["rollback_until"])
+                if event["gate"] is not None:
+                    summary.gate.CopyFrom(pb.GateResult(**event["gate"].as_dict()))
+                yield pb.ReindexResponse(summary=summary)
+            elif "gate" in event:
+                yield pb.ReindexResponse(gate=pb.GateResult(**event["gate"].as_dict()))
             else:
                 yield pb.ReindexResponse(progress=pb.ReindexProgress(done=event["done"], total=event["total"]))
             await asyncio.sleep(0)
+
+    async def Rollback(self, request, context):  # noqa: N802
+        """Point the alias back at the version the last upgrade replaced."""
+        meta, count, removed = await self.retriever.reindexer.rollback(request.name)
+        return pb.RollbackResponse(collection=convert.collection_info(meta, count), removed_collection=removed)
+
+    async def ListRevisions(self, request, context):  # noqa: N802
+        """The embedding revisions this service can embed with."""
+        served = await self.retriever.state.embedders.served(self.retriever.state.embed_timeout_s)
+        return pb.ListRevisionsResponse(revisions=[pb.EmbeddingRevision(revision=r.revision, dim=r.dim,
+                                                                         target=r.target) for r in served])
+
+
+def _gate(request: pb.ReindexRequest) -> Gate:
+    g = request.gate
+    mode = convert.MODE_TO_NAME.get(g.mode) if g.mode else "dense"
+    return Gate(tuple(GateQuery(q.query, tuple(q.relevant_ids)) for q in g.queries),
+                g.margin if g.HasField("margin") else DEFAULT_MARGIN, mode or "?")
 
 
 def _check_ranges(flt: pb.Filter) -> None:

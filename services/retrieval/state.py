@@ -45,6 +45,70 @@ class EmbeddingUnavailable(DependencyUnavailable):
     """The embedding service could not embed in time."""
 
 
+class RevisionNotServed(EmbeddingUnavailable):
+    """No configured embedding instance serves the revision asked for (a search degrades; an upgrade is refused)."""
+
+
+@dataclass(frozen=True)
+class ServedRevision:
+    """A model revision one configured embedding instance serves, with its vector size."""
+
+    revision: str
+    dim: int
+    target: str
+
+
+class Embedders:
+    """The embedding instances retrieval may call: the default (new collections), then one per further model.
+
+    During a model change a collection built with one revision is written and searched with that
+    revision's instance, another collection (or the upgrade's new version) with the other's. What
+    each instance serves is learned from a one-text probe and from every answer, and asked again
+    when an answer names another revision (an instance restarted with another model).
+    """
+
+    PROBE = "revision probe"
+
+    def __init__(self, default: Embedder, others: list[Embedder] | None = None) -> None:
+        self.all: list[Embedder] = [default, *(others or [])]
+        self._served: dict[int, ServedRevision] = {}
+
+    def saw(self, embedder: Embedder, revision: str, dim: int) -> None:
+        """Record what ``embedder`` answered with."""
+        known = self._served.get(id(embedder))
+        if known is None or known.revision != revision or known.dim != dim:
+            self._served[id(embedder)] = ServedRevision(revision, dim, getattr(embedder, "target", "in-process"))
+
+    async def served(self, timeout_s: float) -> list[ServedRevision]:
+        """What every instance serves now, the default first (instances that do not answer are left out)."""
+        async def ask(e: Embedder) -> ServedRevision | None:
+            try:
+                vecs, revision = await e.embed([self.PROBE], "passage", timeout_s)
+            except (DependencyUnavailable, DeadlineExceeded):
+                return None
+            self.saw(e, revision, int(vecs.shape[1]))
+            return self._served[id(e)]
+
+        found = await asyncio.gather(*(ask(e) for e in self.all))
+        return [f for f in found if f is not None]
+
+    async def serving(self, revision: str, timeout_s: float) -> Embedder | None:
+        """The instance serving ``revision`` (probed again when none is known to)."""
+        for e in self.all:
+            known = self._served.get(id(e))
+            if known is not None and known.revision == revision:
+                return e
+        for e, found in zip(self.all, await self.probe_each(timeout_s), strict=True):
+            if found is not None and found.revision == revision:
+                return e
+        return None
+
+    async def probe_each(self, timeout_s: float) -> list[ServedRevision | None]:
+        """What each instance serves, in order (None: it did not answer)."""
+        answered = {id(r) for r in await self.served(timeout_s)}
+        return [r if (r := self._served.get(id(e))) is not None and id(r) in answered else None for e in self.all]
+
+
 # Bulk analysis (ingest, reindex) runs in slices of about this many characters on the analyser's one
 # thread, so a search's query analysis waits behind one slice at most (~10-50 ms of Kiwi), not a batch.
 BULK_SLICE_CHARS = 2000
@@ -61,6 +125,12 @@ def left(until: float | None, default: float) -> float:
     if left <= 0:
         raise DeadlineExceeded("the caller's deadline ran out before the work finished; nothing more was done")
     return min(left, default)
+
+
+def kept_for_rollback(meta: CatalogMeta) -> bool:
+    """Whether the version ``meta``'s last upgrade replaced is kept, complete and in its grace period."""
+    prev = meta.previous
+    return prev is not None and bool(prev.get("complete", True)) and float(prev.get("until", 0)) > time.time()
 
 
 @dataclass
@@ -93,12 +163,15 @@ class CatalogState:
 
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
-                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None) -> None:
+                 default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None,
+                 others: list[Embedder] | None = None, grace_s: float = 3600.0) -> None:
         self.store = store
+        self.grace_s = grace_s  # how long an upgrade keeps the version it replaced, for a rollback
         # New catalogs, and every catalog a reindex rebuilds, take this layout; writes keep a catalog's own.
         self.layout = layout or Layout()
         self.analyzer = analyzer
         self.embedder = embedder
+        self.embedders = Embedders(embedder, others)
         self.dim = dim
         self.k1, self.b = k1, b
         self.embed_timeout_s = embed_timeout_s
@@ -138,12 +211,25 @@ class CatalogState:
             raise FailedPrecondition(f"collection {meta.name!r} was tokenised with {meta.analyzer}; this service "
                                      f"uses {self.analyzer.info.label()}: reindex it")
 
-    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
-        """Vectors and their revision; :class:`EmbeddingUnavailable` when they cannot be had in time."""
+    async def embed(self, texts: list[str], kind: str, timeout_s: float, revision: str = "") -> tuple[np.ndarray, str]:
+        """Vectors and their revision; :class:`EmbeddingUnavailable` when they cannot be had in time.
+
+        ``revision`` picks the instance serving it when several are configured (one model change);
+        with one instance the caller compares the revision returned, as before.
+        """
+        embedder = self.embedder
+        if revision and len(self.embedders.all) > 1:
+            found = await self.embedders.serving(revision, min(timeout_s, 1.0))
+            if found is None:
+                raise RevisionNotServed(f"no embedding instance serves revision {revision}")
+            embedder = found
         try:
-            return await self.embedder.embed(texts, kind, timeout_s)
+            vectors, got = await embedder.embed(texts, kind, timeout_s)
         except (DependencyUnavailable, DeadlineExceeded) as exc:
             raise EmbeddingUnavailable(f"embedding service: {exc.message}") from exc
+        if len(vectors):
+            self.embedders.saw(embedder, got, int(vectors.shape[1]))
+        return vectors, got
 
     async def bulk_terms(self, texts: list[str], until: float | None = None) -> list[list[str]]:
         """Terms of many texts, in slices of about ``BULK_SLICE_CHARS`` characters.

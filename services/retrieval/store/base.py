@@ -53,12 +53,19 @@ class CatalogMeta:
     # catalog written before passages) or ``passages:<chars>/<overlap>``. A reindex moves a catalog to
     # the service's layout; writes keep the catalog's own.
     layout: str = "document"
+    # The version an upgrade (a reindex to another embedding revision) replaced, kept for a rollback
+    # until ``previous["until"]`` (unix seconds): the other fields' values of that version, and
+    # ``complete`` (false once a write since the upgrade could not be copied into it).
+    previous: dict[str, Any] | None = None
 
     def payload(self) -> dict[str, Any]:
         """As stored by a backend."""
-        return {"name": self.name, "collection": self.collection, "embedding_revision": self.embedding_revision,
-                "analyzer": self.analyzer, "fields": self.fields, "avg_doc_len": self.avg_doc_len, "dim": self.dim,
-                "docs_written": int(self.extra.get("docs_written", 0)), "layout": self.layout}
+        out = {"name": self.name, "collection": self.collection, "embedding_revision": self.embedding_revision,
+               "analyzer": self.analyzer, "fields": self.fields, "avg_doc_len": self.avg_doc_len, "dim": self.dim,
+               "docs_written": int(self.extra.get("docs_written", 0)), "layout": self.layout}
+        if self.previous is not None:
+            out["previous"] = self.previous
+        return out
 
     @classmethod
     def from_payload(cls, p: dict[str, Any]) -> CatalogMeta:
@@ -66,7 +73,8 @@ class CatalogMeta:
         return cls(name=p["name"], collection=p["collection"], embedding_revision=p["embedding_revision"],
                    analyzer=p["analyzer"], fields=dict(p["fields"]), avg_doc_len=float(p["avg_doc_len"]),
                    dim=int(p.get("dim", 384)), extra={"docs_written": int(p.get("docs_written", 0))},
-                   layout=str(p.get("layout", "document")))
+                   layout=str(p.get("layout", "document")),
+                   previous=dict(p["previous"]) if p.get("previous") else None)
 
 
 @dataclass
@@ -286,8 +294,9 @@ class CatalogStore(ABC):
         meta = self.get_meta(name)
         documents = self.count(meta.collection)
         target = self.alias_target(name)
+        kept = meta.previous["collection"] if meta.previous else None
         self.forget_catalog(name)
-        for collection in {meta.collection, target} - {None}:
+        for collection in {meta.collection, target, kept} - {None}:
             self.drop_collection(collection)  # type: ignore[arg-type]
         return meta.collection, documents
 
@@ -299,6 +308,8 @@ class CatalogStore(ABC):
         in_use: set[str] = set()
         for meta in self.list_meta():
             in_use.add(meta.collection)
+            if meta.previous:  # kept for a rollback
+                in_use.add(meta.previous["collection"])
             target = self.alias_target(meta.name)
             if target is not None:
                 in_use.add(target)
