@@ -84,6 +84,10 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
             "documents": [{"id": "b1", "text": "잘못된 입력 시험 문서", "payload": {"price": 1}}], "batch_size": 8},
         ("POST", "/v1/collections/{name}/documents:delete"): {"ids": ["zz-none"]},
         ("POST", "/v1/collections/{name}/reindex"): None,
+        ("POST", "/v1/collections/{name}/upgrade"): {
+            "embedding_revision": "e5-next", "gate": {"queries": [{"query": "제주 여행", "relevant_ids": ["b1"]}],
+                                                       "margin": 0.02, "mode": "dense"}, "batch_size": 16},
+        ("POST", "/v1/collections/{name}/rollback"): None,
         ("POST", "/v1/jobs/{job_id}:cancel"): None,
         ("POST", "/v1/embeddings"): {"input": ["안녕하세요"], "model": "intfloat/multilingual-e5-small"},
         ("POST", "/v1/ocr/jobs"): {"documents": [{"content_base64": png}]},

@@ -158,9 +158,8 @@ class Reindexer:
                 new_meta = CatalogMeta(name, new_collection, revision, label, meta.fields, avg, plan.dim,
                                        {"docs_written": points}, layout=layout.label(), previous=meta.previous)
                 drop = [meta.collection]
-                if plan.upgrade and plan.grace_s > 0:  # keep the replaced version for a rollback
-                    if meta.previous:
-                        drop = [meta.previous["collection"]]
+                if plan.upgrade and plan.grace_s > 0:  # keep the replaced version (only it) for a rollback
+                    drop = [meta.previous["collection"]] if meta.previous else []
                     new_meta.previous = {
                         "collection": meta.collection, "embedding_revision": meta.embedding_revision,
                         "analyzer": meta.analyzer, "layout": meta.layout, "avg_doc_len": meta.avg_doc_len,

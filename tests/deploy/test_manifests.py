@@ -29,7 +29,7 @@ INFRA = ROOT / "infra"
 DOCKERFILE = INFRA / "docker" / "Dockerfile"
 COMPOSE = INFRA / "compose" / "compose.yaml"
 K8S = INFRA / "k8s"
-OVERLAYS = ("dev", "prod", "gpu")
+OVERLAYS = ("dev", "prod", "gpu", "model-change")
 PROFILES = ("cpu", "gpu")
 GRPC_PORTS = {"embedding": 50051, "retrieval": 50052, "reasoning": 50053, "ocr": 50054}
 MESH = (*GRPC_PORTS, "gateway")
@@ -388,6 +388,8 @@ def test_network_policies(overlay):
     assert callers["qdrant"] == {"retrieval", "qdrant"}
     if overlay == "gpu":
         assert callers["triton"] == {"embedding"} and callers["vllm"] == {"reasoning"}
+    if overlay == "model-change":  # the next model's instance admits embedding's callers
+        assert callers["embedding-next"] == {"gateway", "retrieval"}
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -395,7 +397,7 @@ def test_qdrant_cluster_and_redis(overlay):
     """Qdrant runs in distributed mode behind a headless Service; the cache Redis is bounded with LRU."""
     objs = objects(overlay)
     qdrant = find(objs, "StatefulSet", "qdrant")
-    assert qdrant["spec"]["replicas"] == (1 if overlay == "dev" else 3)
+    assert qdrant["spec"]["replicas"] == (1 if overlay in ("dev", "model-change") else 3)
     env = {e["name"]: e.get("value") for e in container(qdrant, "qdrant")["env"]}
     assert env["QDRANT__CLUSTER__ENABLED"] == "true" and env["QDRANT__CLUSTER__P2P__PORT"] == "6335"
     assert "--bootstrap" in container(qdrant, "qdrant")["args"][0]
@@ -415,6 +417,17 @@ def test_settings_are_real_fields(overlay):
         if obj["kind"] in ("ConfigMap", "Secret"):
             env = obj.get("data") or obj.get("stringData") or {}
             assert not unknown_settings(env), f"{obj['metadata']['name']}: {unknown_settings(env)}"
+
+
+def test_the_model_change_component_names_the_next_instance_to_both_callers():
+    """During a model change retrieval and the gateway know the next model's instance, which has its own settings."""
+    objs = objects("model-change")
+    targets = {"retrieval": "MESH_RETRIEVAL_MORE_EMBEDDING_TARGETS", "gateway": "MESH_GATEWAY_MORE_EMBEDDING_TARGETS"}
+    for name, key in targets.items():
+        assert settings_of(workload(objs, name), objs)[key] == "embedding-next:50051", name
+    nxt = settings_of(workload(objs, "embedding-next"), objs)
+    assert nxt["MESH_EMBEDDING_REVISION_LABEL"] and find(objs, "Service", "embedding-next")
+    assert settings_of(workload(objs, "embedding"), objs).get("MESH_EMBEDDING_REVISION_LABEL") is None
 
 
 @pytest.mark.parametrize("overlay", ("prod", "gpu"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import numpy as np
@@ -19,6 +21,8 @@ import pytest_asyncio
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 
 from services.embedding.engine.base import EmbeddingEngine
+from support import job_finished
+from support.apps import asgi_client, gateway_app
 from support.servers import retrieval_stub, running_embedding
 
 DOCS = [
@@ -69,6 +73,20 @@ async def dense(stub, query, top_k=3):
                                               top_k=top_k), timeout=10)
 
 
+@dataclass
+class Mesh:
+    stub: Any
+    base: str
+    nxt: str
+    worse: str
+    first_port: int
+    second_port: int
+    retrieval_port: int
+
+    def __iter__(self):
+        return iter((self.stub, self.base, self.nxt, self.worse))
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def mesh(model_dir, tmp_path_factory):
     from services.embedding.server import make_engine
@@ -79,11 +97,13 @@ async def mesh(model_dir, tmp_path_factory):
             running_embedding(model_dir, revision_label="next") as second, \
             running_embedding(model_dir, revision_label="worse", engine=worse) as third, \
             retrieval_stub(tmp_path_factory.mktemp("upgrade"), first.port, rollback_grace_s=60,
-                           more_embedding_targets=f"127.0.0.1:{second.port},127.0.0.1:{third.port}") as (_, stub):
-        await stub.CreateCollection(pb.CreateCollectionRequest(name="books"), timeout=30)
-        await stub.UpsertDocuments(pb.UpsertDocumentsRequest(
-            collection="books", documents=[pb.Document(id=i, text=t) for i, t in DOCS]), timeout=60)
-        yield stub, first.embedder.revision, second.embedder.revision, third.embedder.revision
+                           more_embedding_targets=f"127.0.0.1:{second.port},127.0.0.1:{third.port}") as (svc, stub):
+        for name in ("books", "shelf"):
+            await stub.CreateCollection(pb.CreateCollectionRequest(name=name), timeout=30)
+            await stub.UpsertDocuments(pb.UpsertDocumentsRequest(
+                collection=name, documents=[pb.Document(id=i, text=t) for i, t in DOCS]), timeout=60)
+        yield Mesh(stub, first.embedder.revision, second.embedder.revision, third.embedder.revision,
+                   first.port, second.port, svc.port)
 
 
 async def test_the_revisions_served_and_bad_upgrades_are_refused_before_any_work(mesh):
@@ -117,7 +137,8 @@ async def test_a_worse_model_is_refused_by_the_gate_and_the_old_version_keeps_se
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "quality gate" in err.value.details()
     verdict = next(e.gate for e in seen if e.WhichOneof("event") == "gate")
     assert not verdict.passed and verdict.old_revision == base and verdict.new_revision == worse
-    assert verdict.old_recall > verdict.new_recall + verdict.margin and verdict.queries == len(GATE)
+    # ten documents: every version finds each one in its top 10 (recall 1.0); the ranks tell them apart
+    assert verdict.old_ndcg > verdict.new_ndcg + verdict.margin and verdict.queries == len(GATE)
     after = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
     assert (after.collection, after.embedding_revision) == (before.collection, base)
     out = await dense(stub, "개발자 면접 준비")
@@ -167,3 +188,54 @@ async def test_the_kept_version_goes_at_the_end_of_its_grace_period(mesh):
     # back to the default model (an upgrade again), no gate, nothing kept
     seen = await events(stub, embedding_revision=base, grace_s=0)
     assert seen[-1].summary.embedding_revision == base
+
+
+async def test_the_rest_routes_upgrade_behind_the_gate_search_each_collection_with_its_model_and_roll_back(mesh):
+    """The gateway over both instances: "shelf" upgraded to "next" while "books" stays on its own revision."""
+    app = gateway_app(mesh.first_port, mesh.retrieval_port, more_embedding_targets=f"127.0.0.1:{mesh.second_port}",
+                      allow_no_auth=True)
+    async with asgi_client(app) as http:
+        bad = await http.post("/v1/collections/shelf/upgrade", json={"embedding_revision": "no-such-model"})
+        assert bad.status_code == 400 and bad.json()["error"]["fields"][0]["field"] == "embedding_revision"
+        bad = await http.post("/v1/collections/shelf/upgrade", json={
+            "embedding_revision": mesh.nxt, "gate": {"queries": [{"query": "면접", "relevant_ids": ["zz"]}]}})
+        assert bad.status_code == 400 and "zz" in bad.text
+        assert (await http.post("/v1/collections/nope/upgrade", json={"embedding_revision": mesh.nxt})).status_code \
+            == 404
+        assert (await http.post("/v1/collections/shelf/rollback")).status_code == 409
+        assert (await http.post("/v1/collections/nope/rollback")).status_code == 404
+        refused = await http.post("/v1/collections/shelf/upgrade", json={
+            "embedding_revision": mesh.worse,
+            "gate": {"queries": [{"query": q, "relevant_ids": ids} for q, ids in GATE]}})
+        job = await job_finished(http, f"/v1/jobs/{refused.json()['id']}")
+        assert job["state"] == "failed" and job["kind"] == "reindex" and "quality gate" in job["errors"][-1]
+        assert not job["result"]["gate"]["passed"] and job["result"]["gate"]["new_revision"] == mesh.worse
+        started = await http.post("/v1/collections/shelf/upgrade", json={
+            "embedding_revision": mesh.nxt, "gate": {"queries": [{"query": q, "relevant_ids": ids} for q, ids in GATE],
+                                                     "margin": 0.0}})
+        job = await job_finished(http, f"/v1/jobs/{started.json()['id']}")
+        assert job["state"] == "succeeded" and job["result"]["gate"]["passed"], job
+        info = (await http.get("/v1/collections/shelf")).json()
+        assert info["embedding_revision"] == mesh.nxt and info["previous_collection"] == job["result"][
+            "previous_collection"]
+        # Each collection is searched with its own model's query vector, embedded by the gateway.
+        for name, revision in (("shelf", mesh.nxt), ("books", (await http.get("/v1/collections/books")).json()[
+                "embedding_revision"])):
+            out = await http.post("/v1/search", json={"collection": name, "query": "캠핑 용품", "mode": "dense"})
+            assert out.status_code == 200 and not out.json()["degraded"], out.text
+            assert out.json()["hits"][0]["id"] == "b9"
+            found = await app.state.mesh.search.sources.serving(revision, _deadline())
+            assert found is not None and found.revision == revision
+        back = await http.post("/v1/collections/shelf/rollback")
+        assert back.status_code == 200 and back.json()["collection"]["embedding_revision"] == mesh.base
+        assert back.json()["collection"]["previous_collection"] is None and back.json()["took_ms"] < 1000
+        # The gateway still holds "next" for shelf for a few seconds: retrieval refuses that vector and the
+        # search is sent again without one (never answered with the other model's vector, never keyword-only).
+        out = await http.post("/v1/search", json={"collection": "shelf", "query": "캠핑 용품"})
+        assert out.status_code == 200 and not out.json()["degraded"] and out.json()["hits"][0]["id"] == "b9"
+
+
+def _deadline():
+    from gateway.http.deadline import Deadline
+
+    return Deadline(5.0)
