@@ -141,3 +141,26 @@ async def test_a_too_short_info_call_does_not_count_against_the_breaker_either()
     out = await qv.lookup("책", Deadline(MIN_TELLING_BUDGET_S))
     assert out.reason == "deadline_exceeded"
     assert qv.breaker.state == "closed"
+
+
+async def test_two_models_side_by_side_each_revision_from_its_own_instance_and_cache_entries():
+    """During a model change: the instance serving a collection's revision embeds its queries; a shared
+    cache never hands one model's vector to the other; a revision no instance serves is left to retrieval."""
+    from gateway.vectors.revisions import VectorSources
+
+    cache = LocalLruCache(100)
+    old_client, new_client = StandInEmbeddingClient(revision="rev-a"), StandInEmbeddingClient(revision="rev-b")
+    old = QueryVectors(old_client, cache, CircuitBreaker(3, reset_s=3600), 0.4)
+    new = QueryVectors(new_client, cache, CircuitBreaker(3, reset_s=3600), 0.4)
+    sources = VectorSources(old, [new])
+    assert await sources.serving("rev-b", Deadline(5)) is new and await sources.serving("rev-a", Deadline(5)) is old
+    assert await sources.serving("rev-z", Deadline(5)) is None  # retrieval embeds it with the instance it knows
+    a = await old.lookup("겨울 캠핑 용품", Deadline(5))
+    b = await new.lookup("겨울 캠핑 용품", Deadline(5))
+    assert not b.cache_hit and b.vector is not None and b.vector.revision == "rev-b"
+    assert a.vector is not None and a.vector.revision == "rev-a" and len(new_client.embed_calls) == 1
+    assert (await new.lookup("겨울 캠핑 용품", Deadline(5))).cache_hit  # each model's entry, hit by its own
+    # The default instance down and its revision unknown: it is used anyway, so the search says why it degraded.
+    down = QueryVectors(StandInEmbeddingClient(revision="rev-a", info_error=unavailable()),
+                        LocalLruCache(10), CircuitBreaker(3, reset_s=3600), 0.4)
+    assert await VectorSources(down, [new]).serving("rev-a", Deadline(5)) is down
