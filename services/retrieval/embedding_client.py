@@ -20,10 +20,15 @@ class GrpcEmbedder:
         self.target = target
         self._client = AsyncEmbeddingClient(target)
 
-    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
-        """Vectors and the model revision; dependency failures become domain errors."""
+    async def embed(self, texts: list[str], kind: str, timeout_s: float, revision: str = "") -> tuple[np.ndarray, str]:
+        """Vectors and the model revision; dependency failures become domain errors.
+
+        ``revision``, when given, is named in the request: an instance serving another model refuses
+        (FAILED_PRECONDITION, here :class:`DependencyUnavailable`) instead of answering with its vectors.
+        """
         try:
-            result = await self._client.embed(texts, kind, timeout_s=max(0.001, timeout_s))  # type: ignore[arg-type]
+            result = await self._client.embed(texts, kind, timeout_s=max(0.001, timeout_s),  # type: ignore[arg-type]
+                                              revision=revision)
         except ClientDeadline as exc:
             raise DeadlineExceeded(f"embedding did not answer within {timeout_s:.3f}s") from exc
         except (ClientUnavailable, ClientOverloaded) as exc:

@@ -146,6 +146,9 @@ class Reindexer:
                                     avg, plan.dim, layout=layout.label())
                 verdict = await self._judge(plan.gate, meta, fresh)
                 yield {"gate": verdict}
+                log.log(logging.INFO if verdict.passed else logging.WARNING, "collection %r: the quality gate %s the "
+                        "upgrade to %s: %s", name, "passed" if verdict.passed else "refused", revision,
+                        verdict.summary())
                 if not verdict.passed:
                     raise GateRefused(f"quality gate refused the upgrade of {name!r}: {verdict.summary()}; "
                                       f"{meta.collection} keeps serving")

@@ -28,8 +28,8 @@ from services.retrieval.writes import PendingWrites, WriteGate
 class Embedder(Protocol):
     """What retrieval needs from the embedding service (implemented over its gRPC client)."""
 
-    async def embed(self, texts: list[str], kind: str, timeout_s: float) -> tuple[np.ndarray, str]:
-        """Vectors and the model revision that made them."""
+    async def embed(self, texts: list[str], kind: str, timeout_s: float, revision: str = "") -> tuple[np.ndarray, str]:
+        """Vectors and the model revision that made them (``revision``: the one the caller needs, when named)."""
         ...
 
     async def probe(self) -> None:
@@ -78,6 +78,10 @@ class Embedders:
         known = self._served.get(id(embedder))
         if known is None or known.revision != revision or known.dim != dim:
             self._served[id(embedder)] = ServedRevision(revision, dim, getattr(embedder, "target", "in-process"))
+
+    def forget(self, embedder: Embedder) -> None:
+        """Probe ``embedder`` again before routing to it (it failed, or may have changed model)."""
+        self._served.pop(id(embedder), None)
 
     async def served(self, timeout_s: float) -> list[ServedRevision]:
         """What every instance serves now, the default first (instances that do not answer are left out)."""
@@ -217,15 +221,20 @@ class CatalogState:
         ``revision`` picks the instance serving it when several are configured (one model change);
         with one instance the caller compares the revision returned, as before.
         """
-        embedder = self.embedder
-        if revision and len(self.embedders.all) > 1:
+        embedder, routed = self.embedder, bool(revision and len(self.embedders.all) > 1)
+        if routed:
             found = await self.embedders.serving(revision, min(timeout_s, 1.0))
             if found is None:
                 raise RevisionNotServed(f"no embedding instance serves revision {revision}")
             embedder = found
         try:
-            vectors, got = await embedder.embed(texts, kind, timeout_s)
+            if routed:  # the request names the revision: an instance that changed model refuses it
+                vectors, got = await embedder.embed(texts, kind, timeout_s, revision=revision)
+            else:
+                vectors, got = await embedder.embed(texts, kind, timeout_s)
         except (DependencyUnavailable, DeadlineExceeded) as exc:
+            if routed and isinstance(exc, DependencyUnavailable):
+                self.embedders.forget(embedder)  # asked again next time: it may serve another model now
             raise EmbeddingUnavailable(f"embedding service: {exc.message}") from exc
         if len(vectors):
             self.embedders.saw(embedder, got, int(vectors.shape[1]))

@@ -126,6 +126,18 @@ async def test_the_revisions_served_and_bad_upgrades_are_refused_before_any_work
     assert await events(stub, embedding_revision=nxt, gate=gate(), validate_only=True) == []
 
 
+async def test_an_embed_request_naming_another_revision_is_refused_not_answered_with_other_vectors(mesh):
+    from clients import AsyncEmbeddingClient
+    from clients.errors import MeshClientError
+
+    async with AsyncEmbeddingClient(f"127.0.0.1:{mesh.second_port}") as client:
+        assert (await client.embed(["제주 여행"], revision=mesh.nxt)).model_revision == mesh.nxt
+        assert (await client.embed(["제주 여행"])).model_revision == mesh.nxt  # naming none: whatever it serves
+        with pytest.raises(MeshClientError) as err:
+            await client.embed(["제주 여행"], revision=mesh.base)
+        assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION and mesh.nxt in err.value.message
+
+
 async def test_a_worse_model_is_refused_by_the_gate_and_the_old_version_keeps_serving(mesh):
     stub, base, _, worse = mesh
     before = (await stub.GetCollection(pb.GetCollectionRequest(name="books"), timeout=10)).collection
