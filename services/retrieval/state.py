@@ -83,8 +83,8 @@ class Embedders:
         """Probe ``embedder`` again before routing to it (it failed, or may have changed model)."""
         self._served.pop(id(embedder), None)
 
-    async def served(self, timeout_s: float) -> list[ServedRevision]:
-        """What every instance serves now, the default first (instances that do not answer are left out)."""
+    async def probe_each(self, timeout_s: float) -> list[ServedRevision | None]:
+        """What each instance serves now, in order (None: it did not answer)."""
         async def ask(e: Embedder) -> ServedRevision | None:
             try:
                 vecs, revision = await e.embed([self.PROBE], "passage", timeout_s)
@@ -93,8 +93,11 @@ class Embedders:
             self.saw(e, revision, int(vecs.shape[1]))
             return self._served[id(e)]
 
-        found = await asyncio.gather(*(ask(e) for e in self.all))
-        return [f for f in found if f is not None]
+        return list(await asyncio.gather(*(ask(e) for e in self.all)))
+
+    async def served(self, timeout_s: float) -> list[ServedRevision]:
+        """What the instances that answer serve, the default first."""
+        return [r for r in await self.probe_each(timeout_s) if r is not None]
 
     async def serving(self, revision: str, timeout_s: float) -> Embedder | None:
         """The instance serving ``revision`` (probed again when none is known to)."""
@@ -107,10 +110,6 @@ class Embedders:
                 return e
         return None
 
-    async def probe_each(self, timeout_s: float) -> list[ServedRevision | None]:
-        """What each instance serves, in order (None: it did not answer)."""
-        answered = {id(r) for r in await self.served(timeout_s)}
-        return [r if (r := self._served.get(id(e))) is not None and id(r) in answered else None for e in self.all]
 
 
 # Bulk analysis (ingest, reindex) runs in slices of about this many characters on the analyser's one
