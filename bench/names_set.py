@@ -1,4 +1,4 @@
-"""Résumé and cover-letter pages whose applicant's name has no label (bench.korean_reading's name set).
+r"""Résumé and cover-letter pages whose applicant's name has no label (bench.korean_reading's name set).
 
 Written for issue 57 before the detector learnt unlabelled names. A person puts their name where a
 form has no field for it: alone on the first line (``김민서``, ``김민서 (金旻瑞)``, ``김민서 / Minseo Kim``), beside
@@ -38,7 +38,9 @@ def _body(rng: random.Random) -> list[str]:
     lines = []
     for heading in rng.sample(HEADINGS, 3):
         lines.append(heading if rng.random() < 0.5 else f"[{heading}]")
-        lines.append(f"- {rng.choice(COMPANIES)} {rng.choice(ROLES)} ({rng.randint(2015, 2022)}.{rng.randint(1, 12):02d}"
+        where = f"{rng.choice(COMPANIES)} {rng.choice(ROLES)}"
+        start = f"{rng.randint(2015, 2022)}.{rng.randint(1, 12):02d}"
+        lines.append(f"- {where} ({start}"
                      f" ~ {rng.randint(2023, 2026)}.{rng.randint(1, 12):02d})")
         lines.append(f"- {rng.choice(LOOKALIKES)}")
         lines.append(f"- {rng.choice(LOOKALIKES)}, {rng.choice(LOOKALIKES)}")

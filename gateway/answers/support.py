@@ -31,6 +31,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from gateway.answers.packing import Passage, sentences
+from services.runtime.korean.numbers import numbers as numbers_in
 
 MIN_ANSWER_TERMS = 0.6  # share of the answer's content terms found in its evidence
 MAX_EVIDENCE = 4
@@ -138,19 +139,41 @@ def present(term: str, haystack: str) -> bool:
     return head in haystack
 
 
-AMOUNT = re.compile(r"(?:\d[\d,]*(?:\.\d+)?\s*(?:억|만|천)\s*)+(?:\d[\d,]*)?|\d[\d,]*(?:\.\d+)?")
-UNITS = {"억": 100_000_000, "만": 10_000, "천": 1_000}
+# A number's unit is part of it: 5년 is not 5일. Units written apart from a number ("5 일") count too;
+# the spellings of one unit are one (퍼센트, 프로 -> %; 달 -> 개월; 살 -> 세; 만 원 -> 원 with the value).
+UNIT = re.compile(r"\s?(?P<u>개월|시간|퍼센트|프로|달러|유로|주일|km|kg|cm|mm|ml|년|달|주|일|분|초|원|%|명|개|회|번|세"
+                  r"|살|점"
+                  r"|건|배|권|층|차|박|종|곳|마리|장|잔|병|인분)(?![a-z])")
+UNIT_SAME = {"퍼센트": "%", "프로": "%", "달": "개월", "살": "세", "주일": "주"}
 
 
 def numbers(text: str) -> list[str]:
-    """The numbers written in ``text`` as values: commas dropped, Korean units resolved ("1만 2천" -> 12000)."""
+    """The numbers of ``text`` as values with their units: "1만 2천 원" is ``12000원``, "5일" ``5일``.
+
+    Read by services/runtime/korean/numbers.py (commas, Korean units, Sino-Korean numerals before a unit);
+    a Sino-Korean numeral counts only with a unit after it (천천히 holds none).
+    """
+    text = unicodedata.normalize("NFKC", text)
     out = []
-    for m in AMOUNT.finditer(unicodedata.normalize("NFKC", text)):
-        total, part = 0.0, m.group(0).replace(",", "").replace(" ", "")
-        for num, unit in re.findall(r"(\d+(?:\.\d+)?)(억|만|천)?", part):
-            total += float(num) * UNITS.get(unit, 1)
-        out.append(f"{total:g}" if total < 1e15 else part)
+    for n in numbers_in(text, UNIT):
+        unit = UNIT.match(text, n.end)
+        if n.hangul and unit is None:
+            continue
+        u = UNIT_SAME.get(unit["u"], unit["u"]) if unit else ""
+        out.append(f"{n.value:g}{u}" if n.value < 1e15 else text[n.start:n.end])
     return out
+
+
+def _value(number: str) -> str:
+    return re.sub(r"[^\d.e+\-]+$", "", number)
+
+
+def _held(number: str, written: set[str]) -> bool:
+    """Whether the evidence holds ``number``: the same value and unit, or a bare value on either side."""
+    if number in written:
+        return True
+    value = _value(number)
+    return any(_value(w) == value and (w == value or number == value) for w in written)
 
 
 @dataclass
@@ -169,7 +192,7 @@ def _support(answer: str, sentences: list[Sentence]) -> _Support:
     haystack, written = _squash(text), set(numbers(text))
     a_terms = terms(answer)
     share = sum(present(t, haystack) for t in a_terms) / len(a_terms) if a_terms else 1.0
-    return _Support(sentences, [n for n in numbers(answer) if n not in written], round(share, 3))
+    return _Support(sentences, [n for n in numbers(answer) if not _held(n, written)], round(share, 3))
 
 
 def _located(answer: str, numbered_sentences: list[Sentence]) -> _Support | None:

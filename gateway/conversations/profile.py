@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.runtime.korean.amounts import amounts
+from services.runtime.korean.particles import starts_word, strip_particle
 
 RECIPIENTS = ("아내", "와이프", "남편", "어머니", "엄마", "아버지", "아빠", "부모님", "시부모님", "장인어른", "장모님",
               "여자친구", "여친", "남자친구", "남친", "친구", "동료", "팀장님", "상사", "선배", "후배", "조카", "아이",
@@ -41,6 +42,23 @@ CATEGORY_ALIASES = {"꽃": ("꽃다발", "화분", "꽃바구니"), "주얼리":
                     "이어폰": ("헤드폰",), "장난감": ("레고", "인형")}
 REFUSAL = (r"(?:빼|제외|말고|싫|별로|안\s*돼|안\s*되|됐|안\s*마[시셔신]|못\s*먹|못\s*드|안\s*드|안\s*좋아"
            r"|알레르기|무서워|필요\s*없|이미\s*있|이미\s*많)")
+# Refusals told without a refusal word (grammar, not a list of items): the clause's topic is already had
+# (지갑은 이미 있어, 장난감은 집에 많대), was given or bought before (향초는 지난번에 줬어), comes from elsewhere
+# (회사에서 준대요), or is not used (화장품은 잘 안 써요, 커피는 매일 마셔서 식상해). They count only for a mention
+# marked as the clause's topic or subject (은/는/이/가/도), so "각인 있는 걸로" stays a wish.
+HAVE = (r"(?:있(?:어|대|다|으니|으시|는데|거든|습|잖|으셔)|갖고\s*(?:있|계)|가지고\s*(?:있|계)"
+        r"|많(?:아|대|으니|이\s*(?:있|받)|거든)|가득|쌓여|넘쳐)")
+GAVE = r"(?:줬|주었|드렸|사\s*줬|사\s*드렸|선물했|받았|샀|사\s*왔)"
+OTHERS = r"(?:준대|준다고|주신대|나온대)"
+DISUSE = (r"(?:안\s*(?:써|쓰|입|마셔|마시|드셔|드시|먹|읽|해)|잘\s*안|못\s*(?:드|먹|마|써)|질리|질렸|식상|시들|"
+          r"살쪄|지겨|"
+          r"물려|깨져)")
+CUE = rf"(?:{HAVE}|{GAVE}|{OTHERS}|{DISUSE})"
+TOPIC_MARK = re.compile(r"^\s*(?:은|는|이|가|도|들은|들도|들이|종류는|\s*같은\s*(?:건|거|것))")
+# A refused description without a vocabulary word (먹는 건 말고, 단 음식은 못 드세요): up to two words before the
+# topic particle; the serving layer maps it onto the collection's vocabulary (gateway/conversations/sessions.py).
+DESCRIPTION = re.compile(r"(?P<desc>(?:[가-힣]+\s)?[가-힣]+?)\s*(?P<mark>건|거는|거|것은|것도|은|는)\s*"
+                         r"(?:다\s*|좀\s*|그냥\s*)?$")
 # What makes a mentioned attribute a must-have ("각인 되는 걸로", "캐릭터 들어간 게 좋대요"); a bare mention
 # ("와인 세트") or a soft wish ("비건이면 더 좋아요") is none.
 WISH = r"(?:되는|되게|들어간|들어\s*있는|있는\s*걸|가능한|걸로|으?로\s*해|이어야|여야|좋대|필수)"
@@ -110,10 +128,38 @@ def refusals(text: str, found: list[Mention]) -> set[int]:
         end = found[i + 1].start if i + 1 < len(found) else len(text)
         segment = text[found[i].end:end]
         clause = CLAUSE_END.split(segment, maxsplit=1)[0]
-        if re.search(REFUSAL, clause):
+        if re.search(REFUSAL, clause) or TOPIC_MARK.match(segment) and re.search(CUE, clause):
             out.add(i)
         elif i + 1 in out and AND.match(segment):
             out.add(i)
+    return out
+
+
+def descriptions(text: str, vocab: Vocabulary) -> list[str]:
+    """The things a turn refuses by describing them, not by a vocabulary word: ``먹는 건 말고`` → ``먹는 것``.
+
+    A refusal or a cue (see ``CUE``) whose clause's topic holds no vocabulary word; the description is up
+    to two words before the topic particle, 건/거 written back as 것. Code maps it onto the vocabulary only
+    through the serving layer's embedding (:func:`merge`'s ``related``).
+    """
+    out: list[str] = []
+    found = mentions(text, vocab)
+    for clause in re.split(r"[.!?;,]|그리고|대신|그럼|근데", text):
+        hit = re.search(REFUSAL, clause) or re.search(CUE, clause)
+        if not hit:
+            continue
+        head = clause[:hit.start()]
+        offset = text.find(clause)
+        if any(offset <= m.start < offset + hit.start() for m in found):
+            continue
+        m = DESCRIPTION.search(head)
+        if m is None:
+            continue
+        desc = m["desc"].strip()
+        if m["mark"] in ("건", "거는", "거", "것은", "것도"):
+            desc += " 것"
+        if len(desc.replace(" ", "")) >= 2 and desc not in out:
+            out.append(desc)
     return out
 
 
@@ -162,6 +208,8 @@ def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] 
         values = sorted(a.integer for a in found[:2] if a.integer is not None)
         return values[0], values[-1]
     one = found[0]
+    if one.bound == "range" and one.high is not None:
+        return one.integer, int(one.high)
     if one.bound == "min":
         low = one.integer
         if high is not None and low is not None and high < low:
@@ -173,27 +221,47 @@ def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] 
     return low, high
 
 
-PARTICLE = re.compile(r"(?:들|에게|한테|께|의|을|를|이|가|은|는|도)$")
+GENERIC = ("선물", "추천", "물건", "제품")  # what every turn is about: never a recipient or an occasion
 
 
-def _slot(key: str, words: tuple[str, ...], proposed: str, text: str, current: str | None,
+def _listed(words: tuple[str, ...], text: str) -> list[str]:
+    """The listed words the turn writes, in order, each with the one syllable before it in its word (여동생)."""
+    found: list[tuple[int, int, str]] = []
+    for w in words:
+        at = text.find(w)
+        while at >= 0 and any(at < e and s < at + len(w) for s, e, _ in found):
+            at = text.find(w, at + 1)
+        if at < 0:
+            continue
+        start = at - 1 if at > 0 and HANGUL.match(text[at - 1]) and starts_word(text, at - 1) else at
+        found.append((start, at + len(w), text[start:at + len(w)]))
+    return [w for _, _, w in sorted(found)]
+
+
+def _slot(key: str, words: tuple[str, ...], other: tuple[str, ...], proposed: str, text: str, current: str | None,
           vocab_words: set[str], notes: list[str]) -> str | None:
     """Recipient or occasion after the turn.
 
-    A listed word the model's proposal holds (it may change the slot); else, for an empty slot, the proposal
-    itself when the turn writes it as one short word outside the vocabulary ("팀원들" → 팀원), or the first
-    listed word the turn writes.
+    A listed word the turn writes that the model's proposal holds (it may change the slot); else, for an
+    empty slot, the first listed word the turn writes; only when it writes none, the proposal itself when
+    the turn writes it as one short word of its own that is no word of the other slot nor a generic one
+    ("팀원들" → 팀원; not "집들" of 집들이, nor "선물").
     """
-    listed = [w for _, _, w in sorted((text.find(w), -len(w), w) for w in words if w in text)]
+    listed = sorted(_listed(tuple(sorted(words, key=len, reverse=True)), text),
+                    key=lambda w: text.find(w))
+    listed = [w for i, w in enumerate(listed) if not any(w in x and w != x for x in listed[:i] + listed[i + 1:])]
     proposed = proposed.strip()
     if proposed and _quoted(text, proposed):
         covering = [w for w in listed if w in proposed or proposed in w]
         if covering:
             return covering[0]
-        word = PARTICLE.sub("", proposed)
-        if current is None and word and " " not in word and len(word) <= 6 and word not in vocab_words:
+        word = strip_particle(strip_particle(proposed), ("들",))
+        at = text.replace(" ", "").find(word.replace(" ", ""))
+        own_word = at >= 0 and starts_word(text.replace(" ", ""), at)
+        if current is None and not listed and word and " " not in word and len(word) <= 6 and own_word \
+                and word not in vocab_words and word not in GENERIC and not any(o in proposed for o in other):
             return word
-        notes.append(f"{key} {proposed!r} ignored: not one short word the turn writes")
+        notes.append(f"{key} {proposed!r} ignored: not one short word of its own the turn writes")
     elif proposed:
         notes.append(f"{key} {proposed!r} ignored: the turn does not write it")
     if current is None and listed:
@@ -214,7 +282,8 @@ def _canonical(value: str, kind: str, found: list[Mention], vocab: Vocabulary) -
     return None
 
 
-def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Vocabulary) -> Merge:
+def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Vocabulary,
+          related: dict[str, list[tuple[str, str]]] | None = None) -> Merge:
     """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict).
 
     Categories and attributes are read from the turn by code: a mention the turn refuses is excluded
@@ -227,8 +296,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     out = Merge(p)
     found = mentions(text, vocab)
     vocab_words = {w for w, _, _ in vocab.words()}
-    for key, words in (("recipient", RECIPIENTS), ("occasion", OCCASIONS)):
-        p[key] = _slot(key, words, delta.get(key) or "", text, p[key], vocab_words, out.notes)
+    for key, words, other in (("recipient", RECIPIENTS, OCCASIONS), ("occasion", OCCASIONS, RECIPIENTS)):
+        p[key] = _slot(key, words, other, delta.get(key) or "", text, p[key], vocab_words, out.notes)
     span = budget(text, p)
     if span is not None:
         p["budget_min"], p["budget_max"] = span
@@ -248,6 +317,19 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
             kind, value = p["last_mentioned"]
             excluded.append(Mention(kind, value, 0, 0))
             out.notes.append(f"'그건' read as the last thing mentioned: {value!r}")
+    described = descriptions(text, vocab)
+    for desc in described:  # "먹는 건 말고": the vocabulary entries the serving layer found near the description
+        entries = (related or {}).get(desc) or []
+        for kind, value in entries:
+            excluded.append(Mention(kind, value, 0, 0))
+        out.notes.append(f"{desc!r} refused: " + (", ".join(v for _, v in entries) or "no vocabulary entry near it"))
+        if not entries and desc.replace(" 것", "") not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
+            _add(p["excluded_keywords"], desc.replace(" 것", ""))
+    if delta.get("exclude_last") and not refused_at and not described and not that and p["last_mentioned"] \
+            and not found and (re.search(REFUSAL, text) or re.search(CUE, text)):
+        kind, value = p["last_mentioned"]  # the model's signal, checked: the turn refuses and names nothing itself
+        excluded.append(Mention(kind, value, 0, 0))
+        out.notes.append(f"exclude_last: the turn refuses without naming; {value!r} excluded")
     excluded_values = {(m.kind, m.value) for m in excluded}
     for kind, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
         for value in delta.get(key) or []:

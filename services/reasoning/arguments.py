@@ -37,13 +37,28 @@ import jsonschema
 from prometheus_client import Counter
 
 from services.runtime.korean.amounts import Amount, amounts, currencies
-from services.runtime.korean.dates import _time_at, scan
+from services.runtime.korean.dates import _time_at, _times, scan
+from services.runtime.korean.numbers import numbers as numbers_in
 
 CORRECTIONS = Counter("mesh_reasoning_argument_corrections_total",
                       "Tool-call arguments code put right against the user's words", ["kind"])
 
-MONEY = re.compile(r"price|budget|amount|cost|money|fee|salary|pay|won|krw|usd|eur"
-                   r"|가격|예산|금액|비용|원\b|만\s*원|급여", re.IGNORECASE)
+# English words count whole (``max_price``, ``maxPrice``; not the fee of "coffee" nor the pay of "display").
+MONEY_WORDS = re.compile(r"(?<![a-z])(?:prices?|budgets?|amounts?|costs?|money|fees?|salary|salaries|pay|payment|won"
+                         r"|krw|usd|eur|wage|wages)(?![a-z])")
+MONEY_KO = re.compile(r"가격|예산|금액|비용|원\b|만\s*원|급여|연봉|월급|요금")
+
+
+class _Money:
+    """Whether a parameter's name or description speaks of money."""
+
+    @staticmethod
+    def search(about: str) -> bool:
+        words = re.sub(r"([a-z])([A-Z])", r"\1 \2", about).lower()
+        return bool(MONEY_WORDS.search(words) or MONEY_KO.search(about))
+
+
+MONEY = _Money()
 CURRENCY = re.compile(r"currency|통화|화폐", re.IGNORECASE)
 FROM = re.compile(r"from|source|base|sell|원래|보내", re.IGNORECASE)
 TO = re.compile(r"(?<![a-z])to(?![a-z])|target|quote|buy|into|바꿀|받을", re.IGNORECASE)
@@ -59,9 +74,21 @@ def _about(name: str, schema: dict[str, Any]) -> str:
     return f"{name} {schema.get('title', '')} {schema.get('description', '')}"
 
 
+def readings(a: Amount) -> set[float]:
+    """The values one amount's words allow: its value; for a 대 range also its top (and the next round number)."""
+    out = {float(a.value)}
+    if a.high is not None:
+        out |= {float(a.high), float(a.high) + 1}
+    return out
+
+
 def _amount_fix(value: float, found: list[Amount]) -> float | None:
-    """The amount ``value`` was meant to be (a unit or a power of ten lost), when exactly one fits."""
-    if any(a.value == value for a in found) or value <= 0:
+    """The amount ``value`` was meant to be (a unit or a power of ten lost), when exactly one fits.
+
+    A value one reading of the words gives is kept (the model's reading stands); only a value no reading
+    gives and one amount explains (its first number, or a power-of-ten fraction of it) is replaced.
+    """
+    if any(value in readings(a) for a in found) or value <= 0:
         return None
     fits = {a.value for a in found if a.lead == value
             or (a.value > value and (a.value / value) in (10.0, 100.0, 1000.0, 10000.0))}
@@ -100,19 +127,35 @@ def _date_fix(name: str, value: str, text: str, today: date) -> str | None:
         given = date(int(m[1]), int(m[2]), int(m[3]))
     except ValueError:
         return target.isoformat() + value[10:]
-    if given == target:
-        return None
+    if given == target or given in {d.day for sp in spans for d in (sp.start, sp.end) if d is not None}:
+        return None  # a date one phrase of the user's names: the model's reading stands
     return target.isoformat() + value[10:]
 
 
 def _time_fix(value: str, text: str) -> str | None:
     if not HHMM.match(value):
         return None
-    found = _time_at(text)
-    if found is None:
+    found = times_written(text)
+    if not found:
         return None
-    written = found[0].strftime("%H:%M")
-    return written if written != value else None
+    if any(value in t for t in found):
+        return None  # one reading of the words gives it ("3시" is 15:00 or 03:00): the model's reading stands
+    return found[0][0]
+
+
+def times_written(text: str) -> list[list[str]]:
+    """Each time of day the user wrote as its readings ("HH:MM"): code's first, then 12 hours apart if unfixed.
+
+    An hour without 오전/오후/밤 (``3시``) is read 15:00 by the business-hours rule, and 03:00 is a valid reading too.
+    """
+    out = []
+    for words, at in _times(text):
+        read = [at.strftime("%H:%M")]
+        if not words.mer and not words.word and not words.clock and 1 <= words.hour <= 12:
+            other = (at.hour + 12) % 24
+            read.append(f"{other:02d}:{at.minute:02d}")
+        out.append(read)
+    return out
 
 
 def _is_time(name: str, schema: dict[str, Any]) -> bool:
@@ -143,7 +186,8 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
         if kind in ("integer", "number") and isinstance(value, int | float) and not isinstance(value, bool):
             if found and MONEY.search(about):
                 fixed, what = _amount_fix(float(value), found), "amount"
-                if fixed is None and len(found) == 1 and money_params == [name] and found[0].value != value:
+                if fixed is None and len(found) == 1 and money_params == [name] \
+                        and float(value) not in readings(found[0]):
                     fixed = found[0].value  # the only amount written, the only money parameter
                 if fixed is not None and kind == "integer":
                     fixed = int(fixed) if float(fixed).is_integer() else None
@@ -178,9 +222,9 @@ def _grounded_value(name: str, schema: dict[str, Any], value: Any, text: str, sq
     if isinstance(value, bool) or value is None:
         return True
     if isinstance(value, int | float):
-        numbers = {a.value for a in amounts(text)} | {float(n.replace(",", "")) for n in
-                                                      re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
-        return float(value) in numbers
+        written = {r for a in amounts(text) for r in readings(a)} | {n.value for n in numbers_in(text)} \
+            | {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+        return float(value) in written
     if not isinstance(value, str):
         return True
     if schema.get("format") in ("date", "date-time") or DATE.search(_about(name, schema)) and ISO_DATE.match(value):

@@ -187,9 +187,18 @@ def cut_reply(text: str) -> str | None:
                 if i + 6 > len(text):
                     break
                 try:
-                    out.append(chr(int(text[i + 2:i + 6], 16)))
+                    code = int(text[i + 2:i + 6], 16)
                 except ValueError:
                     break
+                if 0xD800 <= code < 0xDC00:  # a high surrogate: a character only with its low half
+                    low = re.match(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})", text[i + 6:i + 12])
+                    if low is None:
+                        break  # cut between the halves (or a lone half): the character is not kept
+                    code = 0x10000 + ((code - 0xD800) << 10) + (int(low[1], 16) - 0xDC00)
+                    i += 6
+                elif 0xDC00 <= code < 0xE000:
+                    break  # a lone low half
+                out.append(chr(code))
                 i += 6
                 continue
             out.append(_ESCAPES.get(nxt, nxt))

@@ -84,7 +84,7 @@ def test_an_answer_is_supported_only_by_sentences_holding_it_and_covering_the_qu
     assert check("명성황후입니다.", [], got, "연차 휴가는 며칠?").reason == "no_evidence"  # named none, none holds it
     wrong = check("15일입니다.", [2], got, "연차 휴가는 며칠?")  # the sentence next to the right one
     assert wrong.supported and wrong.located and [s.k for s in wrong.evidence] == [1]  # code found where it is
-    assert numbers("식대는 1만 2천 원, 숙박은 120,000원, 1.5kg") == ["12000", "120000", "1.5"]
+    assert numbers("식대는 1만 2천 원, 숙박은 120,000원, 1.5kg") == ["12000원", "120000원", "1.5kg"]
     assert check("12,000원입니다.", [], numbered([Passage(1, "c", 0, 14, "야근 식대는 1만 2천 원이다.", 1.0, 0.9, {})]),
                  "야근 식대는 얼마?").supported
 

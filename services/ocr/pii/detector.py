@@ -14,6 +14,7 @@ leave the process (metrics, spans' attributes).
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -54,12 +55,22 @@ def detect(text: str, policy: Policy | None = None) -> list[Span]:
 
 
 def resolve(spans: list[Span]) -> list[Span]:
-    """Non-overlapping spans: the higher score first, then the longer, then the earlier."""
+    """Non-overlapping spans: the higher score first, then the longer, then the earlier.
+
+    Sort and sweep: the kept spans never overlap, so each candidate is checked against its two
+    neighbours among them (bisect), O(n log n) however many spans a long text yields.
+    """
+    starts: list[int] = []
     kept: list[Span] = []
     for s in sorted(spans, key=lambda s: (-s.score, -(s.end - s.start), s.start)):
-        if all(s.end <= k.start or s.start >= k.end for k in kept):
-            kept.append(s)
-    return sorted(kept, key=lambda s: s.start)
+        i = bisect.bisect_right(starts, s.start)
+        if i > 0 and kept[i - 1].end > s.start:
+            continue
+        if i < len(kept) and kept[i].start < s.end:
+            continue
+        starts.insert(i, s.start)
+        kept.insert(i, s)
+    return kept
 
 
 def _masked(value: str, kind: str, keep: bool) -> str:

@@ -295,8 +295,72 @@ def _plausible(name: str) -> bool:
     return 2 <= len(name) <= 4 and _surnamed(name) and not any(name.startswith(w) for w in NOT_NAMES)
 
 
+# Names a person writes without a label, found by position and shape (scored below a labelled name): a
+# line that is only a name, where a résumé puts one — its first line, after the document's title, above a
+# role line, after the date of a signature block — or a name on the title line itself (이력서 — 김민서).
+_NAME_LINE = re.compile(r"(?P<name>[가-힣]{2,4})(?:\s*\((?:[\u4e00-\u9fff]{2,4}|인|서명)\)"
+                        r"|\s*/\s*[A-Za-z][A-Za-z .'-]{1,40}"
+                        r"|\s+(?:드림|올림))?")
+_TITLE = r"(?:이\s*력\s*서|자기\s*소개서|경력\s*기술서|입사\s*지원서|지원서|resume|cv)"
+_TITLE_LINE = re.compile(rf"\[?{_TITLE}\]?", re.IGNORECASE)
+_TITLE_NAME = re.compile(rf"\[?{_TITLE}\]?\s*[—–\-|:·]?\s*(?P<name>[가-힣]{{2,4}})", re.IGNORECASE)
+_ROLE_LINE = re.compile(r"개발자|엔지니어|디자이너|기획자|매니저|분석가|연구원|마케터|컨설턴트|담당자|년차|지원|"
+                        r"신입|경력|"
+                        r"developer|engineer|designer|manager", re.IGNORECASE)
+_DATE_LINE = re.compile(r"^\s*(?:\d{4}\s*년|\d{4}\s*[./-]\s*\d{1,2})")
+# A line of one word that is a section heading or a noun, not a name (경력사항, 성장과정, 지원동기).
+_HEADING_ENDINGS = tuple("""
+사항 과정 동기 능력 경력 기술 소개 포부 계획 목표 내용 활동 업무 역량 정보 관리 개발 분석 교육 자격 수상 학력 경험
+이력 기타 요약 개요 현황 실적 성과 목록 안내 사원 지원 신청""".split())
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """The non-empty lines of ``text`` with their offsets, spaces around them cut."""
+    out = []
+    at = 0
+    for raw in text.split("\n"):
+        stripped = raw.strip()
+        if stripped:
+            out.append((at + raw.index(stripped[0]), stripped))
+        at += len(raw) + 1
+    return out
+
+
+def _name_shaped(name: str) -> bool:
+    """A surname and one to three syllables that are not a title, a heading or a word for a person (손님)."""
+    return (2 <= len(name) <= 4 and _surnamed(name) and not _TITLE_LINE.fullmatch(name)
+            and not any(name.startswith(w) for w in NOT_NAMES if len(w) >= 2) and not name.endswith(_HEADING_ENDINGS))
+
+
+def unlabelled_persons(text: str) -> Iterator[Span]:
+    """Names without a label, by their place on the page (see ``_NAME_LINE``), scored 0.6-0.7."""
+    lines = _lines(text)
+    for i, (at, line) in enumerate(lines):
+        m = _TITLE_NAME.fullmatch(line)
+        if m and _name_shaped(m["name"]):
+            yield Span("person", at + m.start("name"), at + m.end("name"), 0.65, "person:title")
+            continue
+        m = _NAME_LINE.fullmatch(line)
+        if not m or not _name_shaped(m["name"]):
+            continue
+        before = lines[i - 1][1] if i else ""
+        after = lines[i + 1][1] if i + 1 < len(lines) else ""
+        if i == 0 or _TITLE_LINE.fullmatch(before):
+            score, rule = 0.65, "person:header"
+        elif _ROLE_LINE.search(after) and len(after) <= 40:
+            score, rule = 0.6, "person:above_role"
+        elif _DATE_LINE.match(before) and i >= len(lines) - 3:
+            score, rule = 0.7, "person:signature_block"
+        else:
+            continue
+        yield Span("person", at + m.start("name"), at + m.end("name"), score, rule)
+
+
 def persons(text: str, view: str) -> Iterator[Span]:
-    """Names: after a label (성명, 이름, 지원자 ...), before 님/씨 or a signature (드림, (인)), with a surname."""
+    """Names: after a label (성명, 이름, 지원자 ...), before 님/씨 or a signature (드림, (인)), with a surname.
+
+    And names without a label, by their place on the page (:func:`unlabelled_persons`).
+    """
     for m in _LABELLED.finditer(text):
         name = m.group(1)
         if _surnamed(name) and name not in NOT_NAMES:
@@ -306,6 +370,7 @@ def persons(text: str, view: str) -> Iterator[Span]:
             name = m.group(1)
             if _plausible(name):
                 yield Span("person", m.start(1), m.end(1), score, rule)
+    yield from unlabelled_persons(text)
 
 
 RECOGNIZERS: dict[str, Callable[[str, str], Iterator[Span]]] = {

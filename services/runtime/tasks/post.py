@@ -15,6 +15,7 @@ from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from services.runtime.korean import dates
+from services.runtime.korean.particles import strip_particle
 
 
 class PostError(ValueError):
@@ -41,8 +42,6 @@ ALIASES = {"java": "자바", "spring": "스프링", "python": "파이썬", "java
            "linux": "리눅스", "kafka": "카프카", "redis": "레디스", "go": "고언어", "excel": "엑셀", "figma": "피그마",
            "photoshop": "포토샵", "tableau": "태블로", "android": "안드로이드", "pytorch": "파이토치"}
 _ALIAS_BACK = {ko: en for en, ko in ALIASES.items()}
-# Korean particles cut from a word's end before it is looked for (longest first).
-_JOSA = ("으로", "에서", "과", "와", "을", "를", "은", "는", "이", "가", "의", "로", "에")
 
 
 def grade_of(score: float) -> str:
@@ -57,10 +56,7 @@ def _compact(text: str) -> str:
 def _words(skill: str) -> list[str]:
     words = []
     for word in _SKILL_NOISE.sub(" ", skill).split():
-        for josa in _JOSA:
-            if word.endswith(josa) and len(word) > len(josa) + 1:
-                word = word[: -len(josa)]
-                break
+        word = strip_particle(word, keep=2)
         if len(word) >= 2 or word.isascii() and word.isalpha():
             words.append(word)
     return words
@@ -146,7 +142,7 @@ def reference(value: dict) -> tuple[date, ZoneInfo]:
     """The input's reference date (default: today in its zone) and time zone (default Asia/Seoul)."""
     try:
         tz = ZoneInfo(value.get("timezone") or "Asia/Seoul")
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # "Asia" is a directory: IsADirectoryError
         raise PostError("input.timezone", f"{value.get('timezone')!r} is not an IANA time zone") from None
     raw = value.get("reference_date")
     if not raw:
@@ -181,11 +177,38 @@ def whole_name(name: str, text: str) -> str:
     end = at + len(name)
     while end < len(text) and not _NAME_END.match(text[end]):
         end += 1
-    word = text[at:end]
-    for josa in ("에서", "으로", "은", "는", "이", "가", "의", "에", "와", "과", "를", "을", "로"):
-        if word.endswith(josa) and len(word) - len(josa) >= len(name):
-            return word[: -len(josa)]
-    return word
+    return strip_particle(text[at:end], keep=len(name))
+
+
+# A hiring stage's own words, from the task's stage definitions (calendar_parse.yaml): the closed list the
+# model chooses from, checked against the notice. 최종 alone names no stage (최종면접 is an interview).
+STAGE_WORDS = {"서류": ("서류", "지원서", "입사지원", "서류 접수", "서류 마감"),
+               "코딩테스트": ("코딩테스트", "코딩 테스트", "코테", "알고리즘 테스트", "알고리즘테스트"),
+               "인적성검사": ("인적성", "적성검사", "인성검사"), "과제": ("과제", "포트폴리오"),
+               "면접": ("면접", "인터뷰"),
+               "최종발표": ("합격자 발표", "합격 발표", "최종 발표", "최종발표", "결과 발표")}
+
+
+def stage_of(proposed: str, notice: str) -> str:
+    """The model's stage when the notice names it by its words (or names none); else the stage the notice names.
+
+    The model's reading stands whenever the notice gives it; it is replaced only when the notice names
+    another stage and not the model's (the first one named, its title line first), never by a guess.
+    """
+    squeezed = _squeeze(notice)
+    first = _squeeze(notice.strip().split("\n", 1)[0])
+
+    def named(stage: str, text: str) -> int:
+        hits = [text.find(_squeeze(w)) for w in STAGE_WORDS.get(stage, ())]
+        return min((h for h in hits if h >= 0), default=-1)
+
+    if proposed in STAGE_WORDS and named(proposed, squeezed) >= 0:
+        return proposed
+    for text in (first, squeezed):
+        found = sorted((at, stage) for stage in STAGE_WORDS if (at := named(stage, text)) >= 0)
+        if found:
+            return found[0][1]
+    return proposed
 
 
 def calendar_dates(output: dict, value: dict) -> dict:
@@ -219,7 +242,7 @@ def calendar_dates(output: dict, value: dict) -> dict:
                 end_when = t if t is not None and t.at is not None else end_when
         end = dates.iso(end_when, tz, end_of_day=True) if end_when else None
         all_day = found.start.at is None and (end_when is None or end_when.at is None)
-    return {"company": whole_name(str(output["company"]), notice), "stage": output["stage"],
+    return {"company": whole_name(str(output["company"]), notice), "stage": stage_of(str(output["stage"]), notice),
             "title": output.get("title", ""), "start": start, "end": end, "all_day": all_day,
             "start_text": start_text, "end_text": end_text,
             "dates_from": source, "reference_date": ref.isoformat(), "timezone": tz.key}
