@@ -41,6 +41,16 @@ CASES = DATA / "conversations_eval.json"
 CATALOG = DATA / "gift_catalog.json"
 
 
+# The words NEAR_FLOOR and NEAR_MARGIN (gateway/conversations/profile.py) were stated on: what a model may
+# propose for a refused description, with the entry of the gift catalog a person means (None: no one entry).
+# Top-1 cosine and margin to the second with e5-small: 음식 0.935/0.037, 음료 0.901/0.011, 술 0.899/0.031,
+# 빵 0.891/0.016, 게임기 0.880/0.013 pass; 디저트 0.885/0.008, 간식 0.867, 먹거리 0.885/0.002, 전자제품 0.884/0.002,
+# 옷 0.901/0.000, 액세서리 0.858, 차 0.857 do not; 과자 0.882/0.016 passes to 건강식품 (a wrong entry).
+NEAR_PROBES = {"음식": "건강식품", "음료": "커피", "술": "와인", "빵": "케이크", "게임기": "장난감", "디저트": "케이크",
+               "간식": None, "먹거리": None, "전자제품": None, "옷": None, "액세서리": "주얼리", "차": None,
+               "과자": None, "식품": "건강식품"}
+
+
 def _p50(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
@@ -154,9 +164,9 @@ def split_run(http: httpx.Client, cases: list[dict], catalog: dict) -> dict[str,
         "ttft_p50_ms": _p50(ttft), "completion_tokens_p50": _p50([float(t) for t in tokens]), "cases": rows}
 
 
-def run(splits: tuple[str, ...], limit: int | None) -> dict[str, Any]:
+def run(splits: tuple[str, ...], limit: int | None, cases: Path = CASES) -> dict[str, Any]:
     """Start the mesh, ingest the catalog, run the splits."""
-    data = json.loads(CASES.read_text(encoding="utf-8"))
+    data = json.loads(cases.read_text(encoding="utf-8"))
     catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-conversations-"))
     llm = start_llm_server(free_port(), log_path=folder / "llm.log")
@@ -226,13 +236,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.conversations", description=__doc__.split("\n")[0])
     parser.add_argument("--splits", default="tune,report,report2,report3", help="splits of conversations_eval.json")
     parser.add_argument("--limit", type=int, default=None, help="at most this many conversations per split")
+    parser.add_argument("--cases", type=Path, default=CASES,
+                        help="conversations file (bench/data/conversations_implicit.json: refusals without a "
+                             "refusal word) [conversations_eval.json]")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="results folder")
     parser.add_argument("--name", default="conversations", help="result file name [conversations]")
     args = parser.parse_args(argv)
-    figures = run(tuple(args.splits.split(",")), args.limit)
+    figures = run(tuple(args.splits.split(",")), args.limit, args.cases)
     body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service, embedding, "
             "retrieval and a gateway as processes on loopback; the gift catalog (bench/data/gift_catalog.json) "
-            "ingested; turns sent one by one to `/v1/conversations/{id}/turns`.", "", *markdown(figures)]
+            f"ingested; the conversations of bench/data/{args.cases.name} sent turn by turn to "
+            "`/v1/conversations/{id}/turns`.", "", *markdown(figures)]
     write_result(args.name, "Conversations turned into searches", body, figures, out=args.out,
                  command=command_line("bench.conversations", argv))
     print("\n".join(body))

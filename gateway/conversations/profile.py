@@ -282,6 +282,68 @@ def _canonical(value: str, kind: str, found: list[Mention], vocab: Vocabulary) -
     return None
 
 
+# A word outside the vocabulary names the entry nearest to it by embedding (cosine of e5-small query vectors)
+# when that entry is at least this near and nearer by this margin than the next (stated on 14 probe words in
+# bench.conversations' NEAR_PROBES, before the implicit-refusal report split ran).
+NEAR_FLOOR = 0.88
+NEAR_MARGIN = 0.01
+
+
+def to_relate(text: str, delta: dict[str, Any], vocab: Vocabulary) -> list[str]:
+    """The words the serving layer maps onto the vocabulary by embedding, before :func:`merge`.
+
+    Only for a turn that refuses something it describes (``먹는 건 말고``): the model's proposed exclusions
+    that are no vocabulary word (음식, 술 종류), and the description itself.
+    """
+    described = descriptions(text, vocab)
+    if not described:
+        return []
+    vocab_words = {w for w, _, _ in vocab.words()}
+    proposed = [str(v).strip() for key in ("exclude_categories", "forbidden") for v in delta.get(key) or []]
+    return list(dict.fromkeys([*(w for w in proposed if w and w not in vocab_words), *described]))
+
+
+def nearest(similarities: list[float], entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The entry a word names by embedding (see ``NEAR_FLOOR``), or none."""
+    ranked = sorted(zip(similarities, entries, strict=True), key=lambda x: -x[0])
+    if not ranked or ranked[0][0] < NEAR_FLOOR or len(ranked) > 1 and ranked[0][0] - ranked[1][0] < NEAR_MARGIN:
+        return []
+    return [ranked[0][1]]
+
+
+def _described(described: list[str], delta: dict[str, Any], found: list[Mention], vocab: Vocabulary,
+               related: dict[str, list[tuple[str, str]]], p: dict[str, Any], notes: list[str]) -> list[Mention]:
+    """What a refused description excludes: the model's proposed exclusions, checked, and the entries near it.
+
+    The turn refuses something it does not name (checked by :func:`descriptions`); the model's reading of
+    it counts when it is a vocabulary entry the turn does not mention otherwise, or a word outside the
+    vocabulary whose nearest entry the serving layer found (``related``); the description's own nearest
+    entry counts too. A description nothing maps is kept out of the query as an excluded keyword.
+    """
+    out: list[Mention] = []
+    mentioned = {(m.kind, m.value) for m in found}
+    entries = {w: (kind, canon) for w, kind, canon in vocab.words()}
+    for kind_key, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
+        for value in delta.get(key) or []:
+            value = str(value).strip()
+            hit = entries.get(value)
+            picked = [hit] if hit and hit[0] == kind_key else related.get(value, [])
+            for kind, canon in picked:
+                if (kind, canon) not in mentioned:
+                    out.append(Mention(kind, canon, 0, 0))
+                    notes.append(f"{value!r} proposed for a refused description: {canon!r} excluded")
+    for desc in described:
+        for kind, canon in related.get(desc, []):
+            out.append(Mention(kind, canon, 0, 0))
+            notes.append(f"{desc!r} refused: {canon!r} is nearest to it")
+        if not out:
+            word = desc.replace(" 것", "")
+            notes.append(f"{desc!r} refused: no vocabulary entry read for it")
+            if word not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
+                _add(p["excluded_keywords"], word)
+    return out
+
+
 def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Vocabulary,
           related: dict[str, list[tuple[str, str]]] | None = None) -> Merge:
     """``profile`` after the turn ``text`` whose change the model proposed as ``delta`` (a new dict).
@@ -318,13 +380,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
             excluded.append(Mention(kind, value, 0, 0))
             out.notes.append(f"'그건' read as the last thing mentioned: {value!r}")
     described = descriptions(text, vocab)
-    for desc in described:  # "먹는 건 말고": the vocabulary entries the serving layer found near the description
-        entries = (related or {}).get(desc) or []
-        for kind, value in entries:
-            excluded.append(Mention(kind, value, 0, 0))
-        out.notes.append(f"{desc!r} refused: " + (", ".join(v for _, v in entries) or "no vocabulary entry near it"))
-        if not entries and desc.replace(" 것", "") not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
-            _add(p["excluded_keywords"], desc.replace(" 것", ""))
+    if described:
+        excluded += _described(described, delta, found, vocab, related or {}, p, out.notes)
     if delta.get("exclude_last") and not refused_at and not described and not that and p["last_mentioned"] \
             and not found and (re.search(REFUSAL, text) or re.search(CUE, text)):
         kind, value = p["last_mentioned"]  # the model's signal, checked: the turn refuses and names nothing itself
@@ -334,6 +391,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     for kind, key in (("category", "exclude_categories"), ("attribute", "forbidden")):
         for value in delta.get(key) or []:
             canon = _canonical(value, kind, found, vocab)
+            if (kind, value) in excluded_values:
+                continue
             if canon is None or (kind, canon) not in excluded_values:
                 out.notes.append(f"exclusion {value!r} ignored: the turn does not refuse it")
     wished = wishes(text, found)

@@ -19,11 +19,12 @@ import time
 import uuid
 from typing import Any
 
+import numpy as np
 from prometheus_client import Counter
 
 from clients.errors import MeshClientError
 from gateway.conversations import protocol as api
-from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
+from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, nearest, search_of, to_relate
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error
 from gateway.reasoning.events import card_list
@@ -109,6 +110,25 @@ class Conversations:
             turns=[api.Turn(text=turns[n]["text"], notes=turns[n]["notes"]) for n in sorted(turns)],
             expires_in_s=await self._expires(cid))
 
+    async def _related(self, text: str, delta: dict[str, Any], vocab: Vocabulary,
+                       deadline: Deadline) -> dict[str, list[tuple[str, str]]]:
+        """The vocabulary entry nearest (by embedding) to each word a refused description brings, if near enough.
+
+        See :func:`~gateway.conversations.profile.to_relate`; none when the embedding service does not answer.
+        """
+        words = to_relate(text, delta, vocab)
+        if not words:
+            return {}
+        entries = [("category", c) for c in vocab.categories] + [("attribute", a) for a in vocab.attributes]
+        try:
+            vectors, _ = await self.search.vectors.query_vectors([*words, *(v for _, v in entries)], deadline)
+        except (ApiError, MeshClientError):
+            return {}  # the turn still reads what it writes; the description is kept out of the query
+        if len(vectors) != len(words) + len(entries):
+            return {}
+        table = np.stack(vectors[len(words):])
+        return {w: nearest([float(x) for x in table @ vectors[i]], entries) for i, w in enumerate(words)}
+
     async def turn(self, cid: str, body: api.TurnRequest, deadline: Deadline) -> api.TurnResponse:
         """Extract the turn's change, merge the profile, search; the updated profile, the search and the hits."""
         t0 = time.perf_counter()
@@ -125,11 +145,12 @@ class Conversations:
             raise
         extraction_ms = (time.perf_counter() - t0) * 1e3
         delta = extracted.result
+        related = await self._related(body.text, delta, vocab, deadline)
         search_ms = 0.0
         for _ in range(5):  # a turn claimed by another request meanwhile: merge onto the profile it left
             n = max(turns, default=0) + 1
             before = turns[n - 1]["profile"] if n > 1 else empty_profile()
-            merged = merge(before, delta, body.text, vocab)
+            merged = merge(before, delta, body.text, vocab, related)
             spec = search_of(merged.profile, Fields(**meta["fields"]), body.top_k)
             t1 = time.perf_counter()  # searched before the turn is recorded: a failed turn records nothing
             found = await self.search.search(SearchRequest(collection=meta["collection"], **spec), deadline)

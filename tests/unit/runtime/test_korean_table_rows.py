@@ -8,7 +8,7 @@ import pytest
 
 from gateway.answers.packing import Passage
 from gateway.answers.support import check, numbered
-from gateway.conversations.profile import Vocabulary, empty_profile, merge
+from gateway.conversations.profile import Vocabulary, empty_profile, merge, nearest, to_relate
 from services.ocr.pii.detector import detect
 from services.reasoning.arguments import MONEY, correct, grounded
 from services.reasoning.completions import cut_reply
@@ -89,6 +89,19 @@ def test_row_a_described_refusal_takes_the_vocabulary_entries_the_serving_layer_
     assert p["excluded_categories"] == ["식품"]
     alone = merge(empty_profile(), {}, "먹는 건 말고", GIFTS).profile  # nothing found near it: nothing excluded
     assert alone["excluded_categories"] == [] and alone["excluded_keywords"] == ["먹는"]
+    proposed = merge(empty_profile(), {"exclude_categories": ["음식"]}, "먹는 건 말고", GIFTS,
+                     {"음식": [("category", "식품")]}).profile  # the model's word, its nearest entry
+    assert proposed["excluded_categories"] == ["식품"]
+    assert to_relate("먹는 건 말고", {"exclude_categories": ["음식", "꽃"]}, GIFTS) == ["음식", "먹는 것"]
+    noise = merge(empty_profile(), {"exclude_categories": ["꽃"]}, "향수 좋아해요", GIFTS).profile
+    assert noise["excluded_categories"] == [], "a proposal without a refusal in the turn is noise"
+
+
+def test_the_nearest_entry_needs_a_floor_and_a_margin():
+    entries = [("category", "케이크"), ("category", "책")]
+    assert nearest([0.93, 0.89], entries) == [("category", "케이크")]
+    assert nearest([0.885, 0.88], entries) == [], "too close to the next"
+    assert nearest([0.86, 0.80], entries) == [], "below the floor"
 
 
 def test_row_a_wish_with_possession_words_is_no_refusal():
