@@ -66,6 +66,9 @@ DATE = re.compile(r"date|day|deadline|when|날짜|일자|일시|기한", re.IGNO
 TIME = re.compile(r"(?<![a-z])time(?![a-z])|시각|시간", re.IGNORECASE)
 HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+# The user's words read for the checks: the last this many characters (what a tool call's values come from);
+# the readers are linear, and this bounds their time on the event loop at a long message (~2 ms).
+USER_TEXT_MAX = 8_000
 START = re.compile(r"start|begin|from|since|시작", re.IGNORECASE)
 END = re.compile(r"end|until|to(?![a-z])|finish|마감|종료|끝", re.IGNORECASE)
 
@@ -169,6 +172,7 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
     props = parameters.get("properties") or {}
     if not user_text or not isinstance(arguments, dict) or not isinstance(props, dict):
         return arguments
+    user_text = user_text[-USER_TEXT_MAX:]
     found = amounts(user_text)
     out = dict(arguments)
     changed: list[str] = []
@@ -263,6 +267,7 @@ def grounded(arguments: dict[str, Any], parameters: dict[str, Any], user_text: s
     required = [n for n in parameters.get("required") or [] if n in arguments]
     if not required or not user_text:
         return True
+    user_text = user_text[-USER_TEXT_MAX:]
     squashed = _squash(user_text)
     found = {n: _grounded_value(n, props.get(n) or {}, arguments[n], user_text, squashed, today) for n in required}
     if not any(found.values()):

@@ -308,10 +308,11 @@ _ROLE_LINE = re.compile(r"개발자|엔지니어|디자이너|기획자|매니�
                         r"신입|경력|"
                         r"developer|engineer|designer|manager", re.IGNORECASE)
 _DATE_LINE = re.compile(r"^\s*(?:\d{4}\s*년|\d{4}\s*[./-]\s*\d{1,2})")
-# A line of one word that is a section heading or a noun, not a name (경력사항, 성장과정, 지원동기).
+# A line of one word that is a section heading or an organisation, not a name (경력사항, 지원동기, 신한은행).
 _HEADING_ENDINGS = tuple("""
 사항 과정 동기 능력 경력 기술 소개 포부 계획 목표 내용 활동 업무 역량 정보 관리 개발 분석 교육 자격 수상 학력 경험
-이력 기타 요약 개요 현황 실적 성과 목록 안내 사원 지원 신청""".split())
+이력 기타 요약 개요 현황 실적 성과 목록 안내 사원 지원 신청
+은행 카드 병원 의원 학교 대학 회사 전자 그룹 마트 약국 센터 공사 공단 협회 재단 상사 물산 증권 보험 식당 카페 주식 상회""".split())
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

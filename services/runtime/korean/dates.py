@@ -436,7 +436,9 @@ def _when_of(text: str, c: _Candidate, ref: date, offset: int = 0) -> When | Non
     gap = _DATE_TIME_GAP.match(text, end)  # "12월 12일 토요일 오전 9시", "2026. 12. 15. (화) 14:00"
     after = gap.end() if gap else end
     at = None
-    t = _time_starting(text, after)
+    window = text[after:after + 16]
+    t = _time_starting(text, after) if "시" in window or ":" in window or "정오" in window or "자정" in window \
+        else None
     if t is not None:
         at, end = t[1], t[0].end
     return When(day, at, offset + c.start, offset + end)

@@ -92,8 +92,14 @@ def value_of(tokens: list[str]) -> tuple[float, float] | None:
     return total + tail, lead
 
 
+_PLAIN = re.compile(DIGITS)
+
+
 def _parse(text: str, start: int, end: int) -> Number | None:
     run = text[start:end]
+    if _PLAIN.fullmatch(run):  # digits alone, the common case
+        value = _digits(run)
+        return Number(value, start, end, value, False, False, False)
     tokens = _TOKEN.findall(run.replace(" ", ""))
     parsed = value_of(tokens)
     if parsed is None:
