@@ -129,7 +129,7 @@ def _amount(text: str, n: Number) -> Amount | None:
 def amounts(text: str) -> list[Amount]:
     """Every amount of money in ``text``, in order."""
     out = []
-    for n in numbers(text, _CUR_AFTER):
+    for n in numbers(text, _CUR_AFTER, signs=SIGNS):
         a = _amount(text, n)
         if a is not None:
             out.append(a)

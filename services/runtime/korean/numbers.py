@@ -93,6 +93,7 @@ def value_of(tokens: list[str]) -> tuple[float, float] | None:
 
 
 _PLAIN = re.compile(DIGITS)
+_UNIT_IN = re.compile(r"[십백천만억조]")
 
 
 def _parse(text: str, start: int, end: int) -> Number | None:
@@ -111,11 +112,12 @@ def _parse(text: str, start: int, end: int) -> Number | None:
     return Number(value, start, end, lead, hangul, large, unit)
 
 
-def numbers(text: str, unit_after: re.Pattern[str] | None = None) -> list[Number]:
+def numbers(text: str, unit_after: re.Pattern[str] | None = None, *, signs: str | None = None) -> list[Number]:
     """Every number in ``text``, in order (one pass).
 
     A bare number after a large unit and a space joins it only where ``unit_after`` (a currency) follows it:
-    ``257만 100원`` is one amount, ``5만 3개`` two numbers.
+    ``257만 100원`` is one amount, ``5만 3개`` two numbers. With ``signs`` (a reader of money), digits alone
+    are kept only where ``unit_after`` follows them or one of ``signs`` stands before them.
     """
     out: list[Number] = []
     runs = [(m.start(), m.end()) for m in _RUN.finditer(text)]
@@ -147,6 +149,11 @@ def numbers(text: str, unit_after: re.Pattern[str] | None = None) -> list[Number
             if number is not None:  # 500ml, 3GB: a quantity, kept for the counter check
                 out.append(number)
             i += 1
+            continue
+        if signs is not None and unit_after is not None and first.isdigit() and text[end - 1].isdigit() \
+                and not _UNIT_IN.search(text, start, end) and not unit_after.match(text, end) \
+                and not (start and text[start - 1] in signs or start > 1 and text[start - 2] in signs):
+            i += 1  # digits alone, no currency: no amount
             continue
         number = _parse(text, start, end)
         if number is not None:
