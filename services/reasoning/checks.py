@@ -31,13 +31,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from services.reasoning.prompts import REASONS_EXAMPLE_TEXTS
+from services.runtime.korean.particles import WORD_ENDINGS, strip_particle
 
 VIOLATION_KINDS = ("copy", "foreign_item", "not_korean", "length", "duplicate", "repetition")
 
-# Particles and endings cut from the end of a word before it is looked for elsewhere, longest first.
-_JOSA = sorted(["에서는", "으로는", "에게는", "이라는", "에서", "에게", "으로", "하고", "처럼", "까지", "부터",
-                "보다", "라는", "이나", "용", "과", "와", "은", "는", "이", "가", "을", "를", "의", "에", "로",
-                "도", "만"], key=len, reverse=True)
 # Words every reason may use whichever item it is about (the recommendation's own vocabulary).
 _GENERIC = frozenset("선물 추천 상품 제품 사용 가능 좋은 좋습니다 있는 위한 함께 분께 사람 구성 세트 활용 "
                      "가격 원 만원 정도 하나 모두 제격 어울리는 필요 준비".split())
@@ -108,10 +105,7 @@ def hangul_share(text: str) -> float:
 
 
 def _stem(word: str) -> str:
-    for josa in _JOSA:
-        if word.endswith(josa) and len(word) - len(josa) >= 2:
-            return word[: -len(josa)]
-    return word
+    return strip_particle(word, WORD_ENDINGS, keep=2)
 
 
 def distinctive_words(text: str, min_chars: int) -> set[str]:

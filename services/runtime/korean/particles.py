@@ -19,6 +19,8 @@ PARTICLES = tuple("""
 # Particles that end a noun phrase a person names (a recipient, a topic, a company): cut before it is kept.
 NOUN_ENDINGS = tuple("에게서 한테서 에서 에게 한테 께서 으로 이랑 하고 과 와 을 를 은 는 이 가 의 로 에 도 께 랑"
                      .split())
+# Those and the longer forms a description's words carry (라는, 에서는, 캠핑용): cut before a word is compared.
+WORD_ENDINGS = (*NOUN_ENDINGS, *"에서는 으로는 에게는 이라는 라는 처럼 까지 부터 보다 이나 용 만".split())
 # Bound nouns and words after a number or an amount (5만 원짜리, 3천원씩, 10만원대, 2만 원어치, 5만원권).
 BOUND = tuple("""
 짜리 어치 씩 대 쯤 정도 가량 내외 안팎 남짓 언저리 이하 이내 미만 이상 초과 안쪽 아래 밑 넘게 넘는 넘어 선 권
