@@ -28,6 +28,7 @@ ToolMode = Literal["auto", "none", "required", "named"]
 ErrorKind = Literal["first_token_timeout", "generation_timeout", "total_timeout", "backend_failed",
                     "schema_violation"]
 ReasonStatus = Literal["ok", "regenerated", "failed"]
+ReasonSource = Literal["model", "rule"]
 ROLES: dict[Role, int] = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT}
 COMPLETE_ROLES: dict[CompleteRole, int] = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT,
                                            "system": pb.ROLE_SYSTEM, "tool": pb.ROLE_TOOL}
@@ -41,6 +42,7 @@ ERROR_KINDS: dict[int, ErrorKind] = {
     pb.ERROR_KIND_SCHEMA_VIOLATION: "schema_violation"}
 REASON_STATUSES: dict[int, ReasonStatus] = {pb.REASON_STATUS_OK: "ok", pb.REASON_STATUS_REGENERATED: "regenerated",
                                             pb.REASON_STATUS_FAILED: "failed"}
+REASON_SOURCES: dict[int, ReasonSource] = {pb.REASON_SOURCE_MODEL: "model", pb.REASON_SOURCE_RULE: "rule"}
 T = TypeVar("T")
 
 
@@ -217,8 +219,9 @@ class Reason:
     """Why one item fits the query.
 
     ``status`` is ``ok``, ``regenerated`` (``violations``: what the first answer broke) or ``failed``
-    (``short`` and ``long`` empty; ``violations``: what the last answer still broke); None from a
-    service older than the per-card status.
+    (``violations``: what the last answer still broke; ``short`` and ``long`` are code's factual reason,
+    ``source`` ``rule``, or empty); None from a service older than the per-card status. ``source``: who
+    wrote the text (None: no text, or an older service).
     """
 
     item_id: str
@@ -226,6 +229,7 @@ class Reason:
     long: str
     status: ReasonStatus | None
     violations: tuple[str, ...]
+    source: ReasonSource | None = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +309,7 @@ def usage_from_proto(u: pb.Usage) -> Usage:
 def reason_from_proto(r: pb.Reason) -> Reason:
     """Proto reason -> domain (an unset status is None)."""
     return Reason(item_id=r.item_id, short=r.short, long=r.long, status=REASON_STATUSES.get(r.status),
-                  violations=tuple(r.violations))
+                  violations=tuple(r.violations), source=REASON_SOURCES.get(r.source))
 
 
 def reasons_from_proto(resp: pb.GenerateReasonsResponse) -> Reasons:

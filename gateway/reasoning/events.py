@@ -40,10 +40,12 @@ def card_list(found: SearchResponse, reasons: dict[str, Reason]) -> list[api.Car
         r = reasons.get(h.id)
         out.append(api.Card(id=h.id, score=h.score, text=h.text, payload=h.payload,
                             reason_short=r.short or None if r else None, reason_long=r.long or None if r else None,
-                            reason_status=r.status if r else None, reason_violations=list(r.violations) if r else []))
+                            reason_status=r.status if r else None, reason_violations=list(r.violations) if r else [],
+                            reason_source=(r.source or "model") if r and r.short else None))
     return out
 
 
 def reason_data(r: Reason) -> dict:
     """One card's reason as the SSE ``reason`` event's data (and an entry of ``reasons``)."""
-    return {"id": r.item_id, "short": r.short, "long": r.long, "status": r.status, "violations": list(r.violations)}
+    return {"id": r.item_id, "short": r.short, "long": r.long, "status": r.status, "violations": list(r.violations),
+            "source": (r.source or "model") if r.short else None}

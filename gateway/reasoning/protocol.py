@@ -50,12 +50,17 @@ class Card(BaseModel):
     reason_long: str | None
     reason_status: Literal["ok", "regenerated", "failed"] | None = Field(
         None, description="whether the card's reasons passed the checks: `ok` at once, `regenerated` after one "
-                          "regeneration, `failed` (no reason text: reason_short and reason_long are null); null "
-                          "when no reasons were asked for or produced")
+                          "regeneration, `failed` (the model's text never shown: reason_short and reason_long are "
+                          "code's factual reason, reason_source `rule`, or null); null when no reasons were asked "
+                          "for or produced")
     reason_violations: list[str] = Field(
         default_factory=list, description="the check kinds the first answer broke (`regenerated`) or the last one "
                                           "still breaks (`failed`): copy, foreign_item, not_korean, length, "
                                           "duplicate, repetition, missing")
+    reason_source: Literal["model", "rule"] | None = Field(
+        None, description="who wrote reason_short and reason_long: `model` (passed the checks) or `rule` (code's "
+                          "short factual reason after the model's failed twice: the query's words the item holds, "
+                          "its category, its price against the budget); null when there is no text")
 
 
 class RecommendResponse(BaseModel):

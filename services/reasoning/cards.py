@@ -44,7 +44,8 @@ class ReasonOut:
 
     ``status``: ``ok`` (passed the checks at once), ``regenerated`` (passed after one regeneration;
     ``violations`` names what the first answer broke) or ``failed`` (still broke a check: ``short`` and
-    ``long`` are empty and ``violations`` names the kinds). Besides the check kinds, ``missing``: the
+    ``long`` are empty, or code's factual reason with ``source`` "rule", and ``violations`` names the
+    kinds). Besides the check kinds, ``missing``: the
     streamed answer ended before it wrote this card, or wrote it without text (:meth:`ReasonWriter.stream`).
     """
 
@@ -53,6 +54,7 @@ class ReasonOut:
     long: str
     status: str = "ok"
     violations: tuple[str, ...] = field(default=())
+    source: str = "model"  # "rule": written by code after the model's failed twice (services/reasoning/fallback.py)
 
 
 def validate_request(query: str, items: list[ItemIn], field: str = "") -> None:

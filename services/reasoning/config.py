@@ -20,6 +20,9 @@ class ReasoningSettings(ServiceSettings):
     backend_url: str = Field("http://127.0.0.1:8081/v1",
                              description="primary OpenAI-compatible base URL (the local llama.cpp server by default)")
     backend_name: str = Field("local", description="name of the primary backend in usage and metrics")
+    rule_reasons: bool = Field(
+        True, description="a reason card the model failed twice gets code's short factual reason (source rule: the "
+                          "query's words the item holds, its category, its price against the budget); off: no text")
     backend_model: str = Field("qwen2.5-coder-1.5b-instruct-q4", description="model name sent to the primary")
     backend_schema_format: Literal["json_object", "json_schema"] = Field(
         "json_object", description="how the primary takes a JSON schema (llama.cpp: json_object; vLLM: json_schema)")

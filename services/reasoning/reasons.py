@@ -7,7 +7,8 @@ instruction, then the call fails with InvalidOutput.
 Every card's reasons then go through the checks of :mod:`services.reasoning.checks` (not a copy of the
 item, nothing from another item, Korean, length, short and long distinct, no repeated phrase). The
 failing cards are regenerated once, in one more call naming each card's violations; a card that
-still fails is returned with ``status="failed"``, its violation kinds and no text, never passed on.
+still fails is returned with ``status="failed"`` and its violation kinds, never with the failing text:
+with code's short factual reason (``source="rule"``, services/reasoning/fallback.py) by default.
 :meth:`ReasonWriter.stream` yields each passing card as soon as its JSON object closes (the first
 card long before the answer ends), then the regenerated or failed ones.
 """
@@ -35,6 +36,7 @@ from services.reasoning.cards import (
     validate_request,
 )
 from services.reasoning.checks import CheckRules, Finding, check_reason
+from services.reasoning.fallback import rule_reason
 from services.reasoning.generation import Delta, Failed, Generator, Timeouts, Usage, add_usage
 from services.reasoning.prompts import reasons_messages, reasons_schema
 
@@ -70,10 +72,16 @@ class ReasonWriter:
     """Writes reasons for one query per call, checks every card, regenerates the failing ones once."""
 
     def __init__(self, generator: Generator, rules: CheckRules | None = None,
-                 prompt: PromptBuilder = reasons_messages) -> None:
+                 prompt: PromptBuilder = reasons_messages, *, rule_reasons: bool = True) -> None:
         self.generator = generator
+        self.rule_reasons = rule_reasons  # a failed card gets code's factual reason (source "rule")
         self.rules = rules or CheckRules()
         self.prompt = prompt  # another builder only to compare prompts (bench.llm_select --prompts)
+
+    def _fallback(self, query: str, item: ItemIn, findings: list[Finding]) -> ReasonOut:
+        """A card whose reason failed twice: code's factual reason (``rule_reasons``) or none."""
+        failed = _failed(item.id, findings)
+        return rule_reason(query, item, failed.violations) if self.rule_reasons else failed
 
     def check(self, query: str, items: list[ItemIn], reasons: list[ReasonOut],
               subset: list[ItemIn] | None = None) -> dict[str, list[Finding]]:
@@ -167,7 +175,7 @@ class ReasonWriter:
         for item in items:
             if item.id in redo:
                 CARDS.labels("failed").inc()
-                yield _failed(item.id, failing[item.id])
+                yield self._fallback(query, item, failing[item.id])
         yield total
 
     async def _cards(self, query: str, items: list[ItemIn], pending: dict[str, ItemIn], *, max_tokens: int,
@@ -222,7 +230,8 @@ class ReasonWriter:
                 second = {r.item_id: r for r in redone if r.item_id not in still}
                 failing.update(still)
         return {item.id: (ReasonOut(item.id, second[item.id].short, second[item.id].long, "regenerated",
-                                    plan.first[item.id]) if item.id in second else _failed(item.id, failing[item.id]))
+                                    plan.first[item.id]) if item.id in second
+                          else self._fallback(query, item, failing[item.id]))
                 for item in redo}
 
     async def _generate(self, query: str, items: list[ItemIn], *, max_tokens: int, temperature: float,

@@ -39,6 +39,7 @@ FINISH = {"stop": pb.FINISH_REASON_STOP, "length": pb.FINISH_REASON_LENGTH, "too
 ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant"}
 STATUSES = {"ok": pb.REASON_STATUS_OK, "regenerated": pb.REASON_STATUS_REGENERATED,
             "failed": pb.REASON_STATUS_FAILED}
+SOURCES = {"model": pb.REASON_SOURCE_MODEL, "rule": pb.REASON_SOURCE_RULE}
 
 
 class ReasoningServicer:
@@ -47,7 +48,7 @@ class ReasoningServicer:
     def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str,
                  tasks: dict[str, Task] | None = None) -> None:
         self.generator = generator
-        self.reasons = ReasonWriter(generator)
+        self.reasons = ReasonWriter(generator, rule_reasons=settings.rule_reasons)
         self.completer = Completer(generator)
         self.tasks = TaskRunner(generator, tasks or {})
         self.s = settings
@@ -93,9 +94,10 @@ class ReasoningServicer:
 
     @staticmethod
     def reason(r: ReasonOut) -> pb.Reason:
-        """ReasonOut -> proto (a failed card's texts are already empty)."""
+        """ReasonOut -> proto (a failed card's texts are already empty or code's, ``source`` RULE)."""
+        source = SOURCES[r.source] if r.short else pb.REASON_SOURCE_UNSPECIFIED
         return pb.Reason(item_id=r.item_id, short=r.short, long=r.long, status=STATUSES[r.status],
-                         violations=list(r.violations))
+                         violations=list(r.violations), source=source)
 
     def usage(self, u: Usage) -> pb.Usage:
         """Usage -> proto."""

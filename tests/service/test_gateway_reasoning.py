@@ -54,9 +54,10 @@ async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["reasons_status"] == "ok" and len(out["cards"]) == 2, out
-    for card in out["cards"]:  # text that passed the checks, or none at all (failed checks)
+    for card in out["cards"]:  # text that passed the checks, or code's factual reason (failed checks)
         assert card["reason_status"] in ("ok", "regenerated", "failed")
-        assert (card["reason_short"] is None) == (card["reason_long"] is None) == (card["reason_status"] == "failed")
+        assert card["reason_short"] and card["reason_long"]
+        assert (card["reason_source"] == "rule") == (card["reason_status"] == "failed")
         assert bool(card["reason_violations"]) == (card["reason_status"] != "ok")
     assert 1 <= out["usage"]["llm_calls"] <= 2  # one call, plus one regeneration of cards that failed the checks
 
@@ -169,7 +170,8 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert set(cards) == {"r1", "r2", "r3"}
                 failed = cards["r2"]
                 assert failed["reason_status"] == "failed" and "copy" in failed["reason_violations"]
-                assert failed["reason_short"] is None and failed["reason_long"] is None
+                assert failed["reason_source"] == "rule" and failed["reason_short"] not in copy  # code's, not the copy
+                assert cards["r1"]["reason_source"] == "model"
                 assert (cards["r1"]["reason_status"], cards["r1"]["reason_short"], cards["r1"]["reason_violations"]) \
                     == ("ok", good["r1"][0], [])
                 assert r.json()["usage"]["llm_calls"] == 2
@@ -181,7 +183,8 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert streamed[2] == ("r2", "failed")  # after its regeneration, behind the cards that passed
                 assert sorted(streamed[:2]) == [("r1", "ok"), ("r3", "ok")]
                 assert events[1][1]["short"] in (good["r1"][0], good["r3"][0])
-                assert "copy" in events[3][1]["violations"] and events[3][1]["short"] == ""
+                assert "copy" in events[3][1]["violations"] and events[3][1]["source"] == "rule"
+                assert events[3][1]["short"] and events[3][1]["short"] not in copy
                 assert [x["id"] for x in events[4][1]["reasons"]] == [c["id"] for c in events[0][1]["cards"]]
                 assert events[-1][1]["usage"]["llm_calls"] == 2
     finally:

@@ -116,7 +116,7 @@ async def test_reasons_stream_sends_every_card_once_then_done(real_service):
     assert sorted(c.item_id for c in cards) == ["b1", "b2"]
     for card in cards:
         assert card.status in ("ok", "regenerated", "failed")
-        assert (card.short == "") == (card.status == "failed")
+        assert card.short and card.long and (card.source == "rule") == (card.status == "failed")
         assert card.status == "failed" or passes_checks(card, items, "비 오는 날 읽기 좋은 책")
     assert 1 <= done.usage.llm_calls <= 4 and done.usage.completion_tokens > 0 and done.usage.instance
 
@@ -297,9 +297,10 @@ async def test_batch_isolates_each_query(standins):
     assert [type(o).__name__ for o in outcomes] == ["Reasons", "ReasonsError", "Reasons"]
     error = outcomes[1]
     assert isinstance(error, ReasonsError) and error.code == "INVALID_ARGUMENT" and "items" in error.message
-    # "s" / "l" break the checks (too short, not Korean) in both answers: failed cards, with the kinds named.
+    # "s" / "l" break the checks (too short, not Korean) in both answers: failed cards, with the kinds named,
+    # and code's factual reason in their place.
     first = outcomes[0].reasons[0]  # type: ignore[union-attr]
-    assert (first.status, first.short, first.long) == ("failed", "", "") and "length" in first.violations
+    assert (first.status, first.source) == ("failed", "rule") and first.short and "length" in first.violations
 
 
 GOOD = {"b1": ("창밖 빗소리와 어울리는 잔잔한 소설",
@@ -316,8 +317,8 @@ async def test_each_card_carries_its_status_and_violations(standins):
     items = [Item(i.id, i.title, i.description) for i in ITEMS]
     out = await client.reasons("비 오는 날", items)
     failed, ok = out.reasons
-    assert (failed.item_id, failed.status, failed.short, failed.long) == ("b1", "failed", "", "")
-    assert "copy" in failed.violations
+    assert (failed.item_id, failed.status, failed.source) == ("b1", "failed", "rule")
+    assert "copy" in failed.violations and failed.short not in COPY and failed.long not in COPY
     assert (ok.item_id, ok.status, ok.short, ok.violations) == ("b2", "ok", GOOD["b2"][0], ())
     assert out.usage.llm_calls == 2 and len(s.requests) == 2
 

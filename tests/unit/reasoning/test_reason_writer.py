@@ -1,5 +1,6 @@
 """ReasonWriter: checks every card, regenerates the failing ones once naming the violation, then marks
-them failed (no text), never passing them on. The LLM is a scripted stand-in (bench/standin.py), as a
+them failed, never passing them on (with code's factual reason, source "rule", by default; without text here
+unless a test asks for it). The LLM is a scripted stand-in (bench/standin.py), as a
 real model cannot be made to copy a title or borrow another card's facts on demand."""
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ def counter(name: str, **labels: str) -> float:
 def writer_for():
     made = []
 
-    def make(script):
+    def make(script, rule_reasons=False):
         standin = ChatStandIn(script)
         generator = Generator([OpenAIBackend("standin", standin.url, "m", schema_format="json_object")],
                               Timeouts(), PriceTable())
         made.append((standin, generator))
-        return standin, ReasonWriter(generator)
+        return standin, ReasonWriter(generator, rule_reasons=rule_reasons)
 
     yield make
     for standin, _ in made:
@@ -165,3 +166,18 @@ async def test_with_too_little_of_the_deadline_left_failing_cards_are_not_regene
     assert [(e.item_id, e.status, e.violations) for e in events[:-1]] == \
         [("g3", "ok", ()), ("g2", "failed", ("copy", "duplicate"))]
     assert events[-1].llm_calls == 1 and len(standin.requests) == 2
+
+
+async def test_a_card_that_fails_twice_gets_codes_factual_reason_marked_rule(writer_for):
+    standin, writer = writer_for([reasons_answer(g2=COPY, g3=GOOD["g3"]), reasons_answer(g2=COPY)], rule_reasons=True)
+    before = counter("mesh_reasoning_rule_reasons_total")
+    reasons, _ = await writer.write("향기 좋은 디퓨저 세트 5만 원 이하", ITEMS, max_tokens=0, temperature=0.2,
+                                    timeouts=Timeouts())
+    rule = reasons[0]
+    assert (rule.status, rule.source, rule.violations) == ("failed", "rule", ("copy", "duplicate"))
+    assert rule.short == "'디퓨저 세트'에 맞는 상품"
+    assert "상품 설명에 있는" in rule.long and reasons[1].source == "model"
+    assert counter("mesh_reasoning_rule_reasons_total") == before + 1
+    events = [e async for e in writer.stream("향기 좋은 디퓨저 세트", ITEMS, max_tokens=0, temperature=0.2,
+                                             timeouts=Timeouts(0.9, 0.9, 0.9))]
+    assert all(e.short for e in events[:-1]) and {e.source for e in events[:-1]} <= {"model", "rule"}

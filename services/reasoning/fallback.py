@@ -1,0 +1,94 @@
+"""A reason written by code when the model's fails its checks twice: short, factual, marked ``source: rule``.
+
+It says only what code can see matched: the query's words the item's text holds, the item's category,
+and its price against the budget the query writes (``5만 원 이하``, read by services/runtime/korean).
+It never claims more than that, so it needs no checks; a backend shows it or hides it by ``source``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from prometheus_client import Counter
+
+from services.reasoning.cards import ItemIn, ReasonOut
+from services.runtime.korean.amounts import amounts
+from services.runtime.korean.particles import WORD_ENDINGS, strip_particle
+
+RULE_REASONS = Counter("mesh_reasoning_rule_reasons_total",
+                       "Reason cards written by code after the model's failed its checks twice")
+# Words of a query that say what is asked for in general, not what an item must match.
+_ASKING = frozenset("추천 추천해 추천해줘 추천해 주세요 선물 상품 제품 찾아 찾는 찾고 좋은 괜찮은 어때 뭐가 무엇 "
+                    "주세요 해줘 알려 줘".split())
+_FIELD = re.compile(r"(?P<key>[A-Za-z_가-힣]+)\s*:\s*(?P<value>[^,]+)")
+CATEGORY_KEYS = ("category", "카테고리", "분류")
+PRICE_KEYS = ("price", "가격")
+
+
+def _batchim(word: str) -> bool:
+    last = word[-1] if word else ""
+    return "가" <= last <= "힣" and (ord(last) - 0xAC00) % 28 != 0
+
+
+def _subject(word: str) -> str:
+    return "이" if _batchim(word) else "가"
+
+
+def matched_words(query: str, text: str) -> list[str]:
+    """The query's phrases the item's text holds: the longest runs of its words found together, in order.
+
+    ``비 오는 날 읽기 좋은 책`` over ``비 오는 날 읽기 좋은 장편소설`` is ``비 오는 날 읽기 좋은``; a run's last
+    word loses its particle; a one-letter word or a word that only asks (추천, 선물) is no phrase alone.
+    """
+    tokens = re.findall(r"[가-힣A-Za-z0-9]+", query)
+    squeezed = re.sub(r"\s+", " ", text)
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        best = 0
+        phrase = ""
+        for j in range(len(tokens), i, -1):
+            run = tokens[i:j]
+            whole = " ".join(run)
+            cut = " ".join(run[:-1] + [strip_particle(run[-1], WORD_ENDINGS, keep=1)])
+            phrase = whole if whole in squeezed else cut if cut in squeezed else ""
+            if phrase:
+                best = j
+                break
+        if best:
+            run = tokens[i:best]
+            if (len(run) > 1 or len(phrase) >= 2 and phrase not in _ASKING) and phrase not in out:
+                out.append(phrase)
+            i = best
+        else:
+            i += 1
+    return out
+
+
+def fields(description: str) -> dict[str, str]:
+    """``key: value`` pairs of an item's description (the gateway sends its payload that way)."""
+    return {m["key"].lower(): m["value"].strip() for m in _FIELD.finditer(description)}
+
+
+def rule_reason(query: str, item: ItemIn, violations: tuple[str, ...]) -> ReasonOut:
+    """A factual reason for ``item`` (status ``failed``: the model's did not pass; ``source``: ``rule``)."""
+    found = fields(item.description)
+    category = next((found[k] for k in CATEGORY_KEYS if k in found), "")
+    price_text = next((found[k] for k in PRICE_KEYS if k in found), "")
+    price = float(price_text.replace(",", "")) if re.fullmatch(r"[\d,]+(?:\.\d+)?", price_text) else None
+    words = matched_words(query, item.title)
+    what = category or "상품"
+    if words:
+        quoted = ", ".join(f"'{w}'" for w in words[:3])
+        short = f"{quoted}에 맞는 {what}"
+        long = f"검색어의 {quoted}{_subject(words[min(2, len(words) - 1)])} 상품 설명에 있는 {what}입니다."
+    else:
+        short = f"검색어와 가까운 {what}"
+        long = "검색 결과에서 검색어와 뜻이 가까운 상품입니다."
+    if price is not None and price > 0:
+        budget = [a for a in amounts(query) if a.bound in ("max", "range", "about") and a.currency in (None, "KRW")]
+        top = (budget[0].high or budget[0].value) if budget else None
+        fits = f"으로 예산 {int(top):,}원 안에 듭니다." if top and price <= top else "입니다."
+        long += f" 가격은 {int(price):,}원{fits}"
+    RULE_REASONS.inc()
+    return ReasonOut(item.id, short[:50], long[:160], "failed", violations, source="rule")
