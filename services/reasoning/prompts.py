@@ -13,12 +13,13 @@ from services.bootstrap.errors import InvalidInput, Violation
 from services.reasoning.generation import estimate_tokens
 
 REASONS_SYSTEM = (
-    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 사용자의 검색어와 상품 카드들을 받아, 카드마다 "
-    "그 상품이 검색어에 왜 맞는지 한국어로 씁니다.\n"
+    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 검색어와 상품 카드들을 받아, 카드마다 이 상품이 "
+    "검색한 사람에게 왜 맞는지 한국어로 씁니다.\n"
     "규칙:\n"
-    "1. 카드마다 그 카드의 이름과 정보만 씁니다. 다른 카드의 상품, 용도, 가격은 절대 쓰지 않습니다.\n"
-    "2. 이름이나 정보를 그대로 베끼지 않습니다. 검색어의 상황(누구에게, 언제, 무엇을 위해)과 연결해 자기 말로 씁니다.\n"
-    "3. short: 한 줄, 10~40자. long: short에 없는 새로운 내용의 한 문장, 30~80자.\n"
+    "1. 카드마다 그 카드의 상품만 씁니다. 다른 카드의 상품, 용도, 가격은 절대 쓰지 않습니다.\n"
+    "2. 상품 설명을 옮겨 적지 않습니다. 검색어의 상황(누구에게, 언제, 무엇을 위해)에서 이 상품이 주는 쓸모나 "
+    "좋은 점을 자기 말로 씁니다. 상품 설명의 낱말은 두 개까지만 씁니다.\n"
+    "3. short: 한 구절, 10~30자. long: short에 없는 내용의 한 문장, 25~70자.\n"
     "4. 같은 구절을 두 번 쓰지 않습니다. 정보에 없는 사실은 지어내지 않습니다.\n"
     "JSON으로만 답합니다: {\"reasons\": [{\"id\": 카드 id, \"short\": ..., \"long\": ...}]}, 카드 순서대로.")
 # A worked example written for this project (a domain no test or bench set uses), sent as one earlier
@@ -70,6 +71,11 @@ def chat_messages(system: str, history: list[Turn], message: str, max_history_to
     return [*head, *history_msgs, {"role": "user", "content": message}]
 
 
+# The answer's length caps (the prompt asks for 10-30 and 25-70 characters): the output tokens they allow.
+SHORT_CAP = 40
+LONG_CAP = 100
+
+
 def reasons_schema(item_ids: list[str], short_max: int = 50, long_max: int = 160) -> dict:
     """The JSON schema of one reasons answer: exactly one entry per item, each field length-capped.
 
@@ -86,11 +92,11 @@ def reasons_schema(item_ids: list[str], short_max: int = 50, long_max: int = 160
     }
 
 
-# Each card's own instruction, the query repeated in it. Without the query there (once at the top) the
-# five-card user turn is ~100 tokens shorter (~1 s less before the first token on two cores); on the
-# tuning queries that did not pass more cards, so the instruction stayed as it was
-# (python -m bench.llm_sampling --compare prompt, bench/results/llm_prompts_length.md).
-TASK = "- 할 일: 카드 {i}의 이름과 정보만 보고, 이 상품이 '{query}'에 왜 맞는지 short와 long을 쓰세요."
+# One instruction after the cards, the query named once in it. The earlier per-card instruction (the query
+# repeated in each of five cards) made the user turn ~175 tokens longer, about 1.2 s more before the first
+# token on two cores (bench/results/llm_prompts_length.md); the issue-58 tune split decided (bench.reasons).
+TASK = ""
+CLOSING = "카드 {n}개 모두, 카드 순서대로, 검색어 '{query}'에 비추어 short와 long을 JSON으로 쓰세요."
 
 
 def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, list[str]] | None = None,
@@ -107,8 +113,10 @@ def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, l
             lines.append(f"- 정보: {description}")
         for note in (notes or {}).get(item_id, []):
             lines.append(f"- 고칠 점: {note}")
-        lines += [task.format(i=i, query=query), ""]
-    lines.append(f"카드 {len(items)}개 모두, 카드 순서대로 JSON으로 답하세요.")
+        if task:
+            lines.append(task.format(i=i, query=query))
+        lines.append("")
+    lines.append(CLOSING.format(n=len(items), query=query))
     return "\n".join(lines)
 
 

@@ -38,7 +38,7 @@ from services.reasoning.cards import (
 from services.reasoning.checks import CheckRules, Finding, check_reason
 from services.reasoning.fallback import rule_reason
 from services.reasoning.generation import Delta, Failed, Generator, Timeouts, Usage, add_usage
-from services.reasoning.prompts import reasons_messages, reasons_schema
+from services.reasoning.prompts import LONG_CAP, SHORT_CAP, reasons_messages, reasons_schema
 
 log = logging.getLogger(__name__)
 # (query, [(id, title, description)], strict_retry, notes per id) -> chat messages
@@ -77,6 +77,14 @@ class ReasonWriter:
         self.rule_reasons = rule_reasons  # a failed card gets code's factual reason (source "rule")
         self.rules = rules or CheckRules()
         self.prompt = prompt  # another builder only to compare prompts (bench.llm_select --prompts)
+
+    def _caps(self) -> tuple[int, int]:
+        """The answer's length caps: the prompt's targets with room, never past the checks' bounds.
+
+        They bound the output tokens (a grammar-constrained backend cannot run past them); the checks'
+        own bounds (``CheckRules``) are unchanged.
+        """
+        return min(SHORT_CAP, self.rules.short_chars[1]), min(LONG_CAP, self.rules.long_chars[1])
 
     def _fallback(self, query: str, item: ItemIn, findings: list[Finding]) -> ReasonOut:
         """A card whose reason failed twice: code's factual reason (``rule_reasons``) or none."""
@@ -188,7 +196,7 @@ class ReasonWriter:
         there afterwards was never written. A backend failure is appended to ``failure``.
         """
         rows = [(i.id, i.title, i.description) for i in items if i.id in pending]
-        schema = reasons_schema([row[0] for row in rows], self.rules.short_chars[1], self.rules.long_chars[1])
+        schema = reasons_schema([row[0] for row in rows], *self._caps())
         budget = max_tokens or min(2048, 64 + TOKENS_PER_ITEM * len(rows))
         messages = self.prompt(query, rows, False, notes)
         scanner = CardScanner()
@@ -239,7 +247,7 @@ class ReasonWriter:
                         model: str = "") -> list[ReasonOut]:
         """Reasons that follow the schema, in one call (two when the first answer breaks it)."""
         ids = [item.id for item in items]
-        schema = reasons_schema(ids, self.rules.short_chars[1], self.rules.long_chars[1])
+        schema = reasons_schema(ids, *self._caps())
         rows = [(i.id, i.title, i.description) for i in items]
         budget = max_tokens or min(2048, 64 + TOKENS_PER_ITEM * len(items))
         problem = ""
