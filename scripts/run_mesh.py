@@ -180,9 +180,10 @@ def example_recommendation(gateway: str) -> None:
                 if event == "cards":
                     print(f"  [{took:5.1f}s] cards: " + ", ".join(c["id"] for c in data["cards"]), flush=True)
                 elif event == "reason":  # one card, the moment its reason is written and checked
-                    text = data["short"] if data["status"] != "failed" else \
-                        f"(no reason: {', '.join(data['violations'])})"
-                    print(f"  [{took:5.1f}s] {data['id']} {data['status']}: {text}", flush=True)
+                    text = data["short"] or f"(no reason: {', '.join(data['violations'])})"
+                    who = f"{data['status']}, {data.get('source') or 'model'}" if data["status"] == "failed" \
+                        else data["status"]
+                    print(f"  [{took:5.1f}s] {data['id']} {who}: {text}", flush=True)
                 elif event == "error":
                     print(f"  [{took:5.1f}s] reasons failed: {data['error']['message']}", flush=True)
                 elif event == "done" and data.get("usage"):
