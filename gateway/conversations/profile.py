@@ -294,6 +294,17 @@ NEAR_FLOOR = 0.88
 NEAR_MARGIN = 0.01
 
 
+PRONOUNS = re.compile(r"^(?:그건|그거|그것|그것도|그거는|이건|이거|이것|저건|저거|음|아|네|좀|그냥|근데|그럼)$")
+
+
+def _refused_word(text: str, at: int) -> str | None:
+    """The word a refusal at ``at`` refuses when its clause names one before it (홍삼 말고), else None."""
+    head = CLAUSE_END.split(text[:at])[-1]
+    words = [strip_particle(w) for w in re.findall(r"[가-힣A-Za-z0-9]+", head)]
+    words = [w for w in words if not PRONOUNS.match(w) and len(w) >= 2]
+    return words[-1] if words else None
+
+
 def to_relate(text: str, delta: dict[str, Any], vocab: Vocabulary) -> list[str]:
     """The words the serving layer maps onto the vocabulary by embedding, before :func:`merge`.
 
@@ -391,8 +402,15 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     described = descriptions(text, vocab)
     if described:
         excluded += _described(described, delta, found, vocab, related or {}, p, out.notes)
-    if delta.get("exclude_last") and not refused_at and not described and not that and p["last_mentioned"] \
-            and not found and (re.search(REFUSAL, text) or re.search(CUE, text)):
+    refusal = re.search(REFUSAL, text) or re.search(CUE, text)
+    own = _refused_word(text, refusal.start()) if refusal else None
+    if own and not found and not described and not that:  # "홍삼 말고": a word outside the vocabulary, refused
+        if own not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
+            _add(p["excluded_keywords"], own)
+            _drop(p["keywords"], own)
+        out.notes.append(f"{own!r} refused: kept out of the query")
+    elif delta.get("exclude_last") and refusal and not refused_at and not described and not that \
+            and p["last_mentioned"] and not found:
         kind, value = p["last_mentioned"]  # the model's signal, checked: the turn refuses and names nothing itself
         excluded.append(Mention(kind, value, 0, 0))
         out.notes.append(f"exclude_last: the turn refuses without naming; {value!r} excluded")

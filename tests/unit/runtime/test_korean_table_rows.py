@@ -159,3 +159,10 @@ def test_long_texts_are_read_in_one_pass():
     crafted = ("1.2.3.4.5 일 월 3만 원 " * 10_000)[:200_000]
     assert len(amounts(crafted)) >= 9_000  # finishes (it took 20 s quadratic); speed is bench.korean_reading's
     assert isinstance(dates.scan(crafted, REF), list)
+
+
+def test_the_models_exclude_last_counts_only_when_the_refusal_names_nothing_itself():
+    p = merge(empty_profile(), {}, "향수 어때요", GIFTS).profile
+    assert merge(p, {"exclude_last": True}, "별로예요", GIFTS).profile["excluded_categories"] == ["향수"]
+    own = merge(p, {"exclude_last": True}, "홍삼 말고 다른 걸로요", GIFTS).profile  # it refuses 홍삼, not 향수
+    assert own["excluded_categories"] == [] and own["excluded_keywords"] == ["홍삼"]
