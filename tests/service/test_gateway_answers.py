@@ -196,7 +196,7 @@ async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_sh
                                                         "question": "연차 휴가는 며칠인가요?"})
     events = parse_sse(r.text)
     assert [e for e, _ in events] == ["passages", "done"] and events[-1][1]["reason"] == "unsupported"
-    assert events[-1][1]["support"]["numbers_missing"] == ["25"]
+    assert events[-1][1]["support"]["numbers_missing"] == ["25일"]  # a number with its unit
 
 
 async def test_passages_that_cannot_answer_are_refused_before_the_llm_is_asked(catalog):

@@ -97,8 +97,8 @@ async def test_reasons_for_all_items_in_one_call(real):
                                                                 options=SLOW), timeout=300)
     assert [r.item_id for r in resp.reasons] == ["b1", "b2"]
     for reason in resp.reasons:
-        if reason.status == pb.REASON_STATUS_FAILED:  # still failing after its regeneration: no text at all
-            assert reason.short == reason.long == "" and reason.violations
+        if reason.status == pb.REASON_STATUS_FAILED:  # still failing after its regeneration: code's reason instead
+            assert reason.source == pb.REASON_SOURCE_RULE and reason.short and reason.violations
         else:  # shown to the user: it passed every check
             assert reason.status in (pb.REASON_STATUS_OK, pb.REASON_STATUS_REGENERATED), reason
             assert passes_checks(reason, ITEMS, "비 오는 날 읽기 좋은 책"), reason
