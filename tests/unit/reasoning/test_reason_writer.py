@@ -58,7 +58,7 @@ async def test_cards_that_pass_take_one_call(writer_for):
     assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]  # few-shot turn, then this one
     assert "[카드 2] id: g3" in prompt[-1]["content"] and "- 이름: 커플 실크 스카프" in prompt[-1]["content"]
     schema = standin.requests[0]["response_format"]["schema"]["properties"]["reasons"]["items"]["properties"]
-    assert schema["short"]["maxLength"] == 50 and schema["long"]["maxLength"] == 160
+    assert schema["short"]["maxLength"] == 40 and schema["long"]["maxLength"] == 100  # the prompt's caps
 
 
 async def test_a_copied_card_is_regenerated_alone_with_its_violation_named(writer_for):
