@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -128,3 +128,36 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)
+
+
+def start_llm_mesh(llm_url: str, folder: Path, procs: list) -> int:
+    """Embedding, retrieval, a patient reasoning service over ``llm_url`` and a gateway; the gateway's port.
+
+    Processes on loopback (``procs`` collects them), retrieval's data in ``folder``.
+    """
+    from services.runtime.models import current_model_dir
+
+    emb_port, ret_port = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
+    rs, rs_port = start_patient_reasoning(llm_url)
+    procs.append(rs)
+    gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
+                                f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",
+                                "--default-timeout-ms", "10000")
+    procs.append(gw)
+    return gw_port
+
+
+def ingest_catalog(http: Any, name: str, fields: dict, documents: list[dict]) -> None:
+    """Create collection ``name`` through the gateway and ingest ``documents``, waiting for the job."""
+    import time
+
+    http.post("/v1/collections", json={"name": name, "fields": fields}).raise_for_status()
+    job = http.post(f"/v1/collections/{name}/documents", json={"documents": documents}).json()
+    state: dict = {}
+    for _ in range(600):
+        state = http.get(f"/v1/jobs/{job['id']}").json()
+        if state["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.2)
+    if state.get("state") != "succeeded":
+        raise RuntimeError(f"{name} was not ingested: {state}")

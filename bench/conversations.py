@@ -30,11 +30,10 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, md_table, start_patient_reasoning, start_retrieval_pair, start_service, stop_service
+from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
 from bench.report import command_line, write_result
 from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
 from infra.llm.server import start_llm_server
-from services.runtime.models import current_model_dir
 
 DATA = Path(__file__).parent / "data"
 CASES = DATA / "conversations_eval.json"
@@ -178,24 +177,10 @@ def run(splits: tuple[str, ...], limit: int | None, cases: Path = CASES) -> dict
     procs: list = []
     out: dict[str, Any] = {"model": llm.model, "splits": list(splits), "limit": limit}
     try:
-        emb_port, ret_port = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
-        rs, rs_port = start_patient_reasoning(llm.base_url)
-        procs.append(rs)
-        gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
-                                    f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",
-                                    "--default-timeout-ms", "10000")
-        procs.append(gw)
+        gw_port = start_llm_mesh(llm.base_url, folder, procs)
         with httpx.Client(base_url=f"http://127.0.0.1:{gw_port}", timeout=600,
                           headers={"X-Request-Timeout-Ms": "300000"}) as http:
-            http.post("/v1/collections", json={"name": "gifts", "fields": catalog["fields"]}).raise_for_status()
-            job = http.post("/v1/collections/gifts/documents", json={"documents": catalog["items"]}).json()
-            for _ in range(600):
-                state = http.get(f"/v1/jobs/{job['id']}").json()
-                if state["state"] in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.2)
-            if state["state"] != "succeeded":
-                raise RuntimeError(f"the catalog was not ingested: {state}")
+            ingest_catalog(http, "gifts", catalog["fields"], catalog["items"])
             for split in splits:
                 out[split] = split_run(http, data[split][:limit], catalog)
     finally:

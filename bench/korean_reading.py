@@ -132,7 +132,7 @@ def names(split: str, n: int = 60) -> dict[str, Any]:
         gold_total += len(gold)
         found_total += len(spans)
         for _, gs, ge in gold:
-            if any(s <= gs and ge <= e + 0 and (e - s) <= (ge - gs) + 1 for s, e in spans):
+            if any(s <= gs and ge <= e and (e - s) <= (ge - gs) + 1 for s, e in spans):  # the name, at most one more
                 found_gold += 1
             else:
                 misses.append(text[gs:ge])

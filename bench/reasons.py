@@ -28,18 +28,9 @@ from typing import Any
 
 import httpx
 
-from bench.common import (
-    ROOT,
-    free_port,
-    md_table,
-    start_patient_reasoning,
-    start_retrieval_pair,
-    start_service,
-    stop_service,
-)
+from bench.common import ROOT, free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
 from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
-from services.runtime.models import current_model_dir
 
 DATA = Path(__file__).parent / "data"
 CASES = DATA / "reasons_eval.json"
@@ -48,20 +39,6 @@ COLLECTIONS = {"gateway/sample_catalog.json": "demo", "bench/data/gift_catalog.j
 
 def _p50(values: list[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
-
-
-def _ingest(http: httpx.Client, name: str, catalog: dict) -> None:
-    fields = catalog["fields"]
-    docs = catalog.get("documents") or catalog["items"]
-    http.post("/v1/collections", json={"name": name, "fields": fields}).raise_for_status()
-    job = http.post(f"/v1/collections/{name}/documents", json={"documents": docs}).json()
-    for _ in range(600):
-        state = http.get(f"/v1/jobs/{job['id']}").json()
-        if state["state"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.2)
-    if state["state"] != "succeeded":
-        raise RuntimeError(f"{name} was not ingested: {state}")
 
 
 def one(http: httpx.Client, case: dict) -> dict[str, Any]:
@@ -128,17 +105,12 @@ def run(splits: tuple[str, ...], limit: int | None) -> dict[str, Any]:
     procs: list = []
     out: dict[str, Any] = {"model": llm.model, "splits": list(splits), "limit": limit}
     try:
-        emb_port, ret_port = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
-        rs, rs_port = start_patient_reasoning(llm.base_url)
-        procs.append(rs)
-        gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
-                                    f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",
-                                    "--default-timeout-ms", "10000")
-        procs.append(gw)
+        gw_port = start_llm_mesh(llm.base_url, folder, procs)
         with httpx.Client(base_url=f"http://127.0.0.1:{gw_port}", timeout=600,
                           headers={"X-Request-Timeout-Ms": "300000"}) as http:
             for path, name in COLLECTIONS.items():
-                _ingest(http, name, json.loads((ROOT / path).read_text(encoding="utf-8")))
+                catalog = json.loads((ROOT / path).read_text(encoding="utf-8"))
+                ingest_catalog(http, name, catalog["fields"], catalog.get("documents") or catalog["items"])
             one(http, {"catalog": "gateway/sample_catalog.json", "query": "따뜻한 선물"})  # warm the prompt cache
             for split in splits:
                 runs = [one(http, case) for case in data[split][:limit]]

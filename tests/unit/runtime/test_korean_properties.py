@@ -113,9 +113,9 @@ def test_the_word_after_an_amount_sets_its_bound(n, unit, word, space):
 def test_dae_is_the_range_of_the_last_digit(d, unit):
     value, word = unit
     found = amounts(f"{d}{word}원대 시계")
-    step = value * (10 if d < 10 else 1)
-    step = value if d >= 10 else value
-    assert [(a.value, a.high) for a in found] == [(d * value, d * value + step - 1)]
+    # d has no trailing zero, so its last written digit is in the unit's place: 3만원대 30,000-39,999, 15만원대
+    # 150,000-159,999
+    assert [(a.value, a.high) for a in found] == [(d * value, d * value + value - 1)]
 
 
 @SETTINGS
