@@ -56,8 +56,6 @@ from services.reasoning.backends.base import Chunk, GenerationParams
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.checks import VIOLATION_KINDS, CheckRules, check_reason, hangul_share
 from services.reasoning.config import ReasoningSettings
-from services.reasoning.prompts import reasons_messages
-from services.reasoning.reasons import PromptBuilder
 from services.reasoning.server import create_reasoning_service
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -174,14 +172,9 @@ class RecordingBackend(OpenAIBackend):
 
 
 @asynccontextmanager
-async def reasoning_service(backend: RecordingBackend, prompt: PromptBuilder = reasons_messages
-                            ) -> AsyncIterator[AsyncReasoningClient]:
-    """The reasoning service over ``backend`` on a free port, and a client of it.
-
-    ``prompt`` replaces the reasons prompt only to compare prompts (``--prompts``: the legacy one).
-    """
+async def reasoning_service(backend: RecordingBackend) -> AsyncIterator[AsyncReasoningClient]:
+    """The reasoning service over ``backend`` on a free port, and a client of it."""
     svc = await create_reasoning_service(ReasoningSettings(port=0), backends=[backend], registry=CollectorRegistry())
-    svc.servicer.reasons.prompt = prompt
     await svc.mesh.start()
     await svc.mesh.set_serving(True)
     client = AsyncReasoningClient(f"127.0.0.1:{svc.port}", timeout_s=CALL_TIMEOUT_S)
@@ -205,9 +198,10 @@ async def answer(client: AsyncReasoningClient, message: str, system: str, max_to
 
 
 def json_valid(text: str) -> bool:
-    """A JSON object with a ``reasons`` list."""
+    """A card's JSON object with its ``short`` and ``long`` texts."""
     try:
-        return isinstance(json.loads(text).get("reasons"), list)
+        data = json.loads(text)
+        return isinstance(data.get("short"), str) and isinstance(data.get("long"), str)
     except (ValueError, AttributeError):
         return False
 
@@ -215,28 +209,6 @@ def json_valid(text: str) -> bool:
 def sentences(text: str) -> int:
     """Sentences, counted by their end marks."""
     return max(1, len([s for s in re.split(r"(?<=[.!?。])\s+|(?<=다\.)", text.strip()) if s.strip()]))
-
-
-# The reasons prompt before issue 15 (free-text item lines, no example, no per-card instruction), kept
-# only to measure the new prompt against it (--prompts); regeneration notes are appended the same way.
-LEGACY_SYSTEM = (
-    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 사용자의 검색어와 검색된 상품 목록을 보고, "
-    "각 상품이 그 검색어에 왜 어울리는지 한국어로 설명합니다. 상품 정보에 없는 사실은 지어내지 않습니다. "
-    "반드시 JSON으로만 답합니다: {\"reasons\": [{\"id\": 상품 id, \"short\": 한 줄 이유, "
-    "\"long\": 두세 문장 이유}]}. 모든 상품에 대해 목록 순서대로 하나씩 씁니다.")
-
-
-def legacy_messages(query: str, items: list[tuple[str, str, str]], strict_retry: bool = False,
-                    notes: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
-    """The pre-issue-15 reasons prompt (see LEGACY_SYSTEM)."""
-    lines = [f"검색어: {query}", "상품 목록:"]
-    for i, (item_id, title, description) in enumerate(items, 1):
-        lines.append(f"{i}. id={item_id} | {title}" + (f" | {description}" if description else ""))
-        lines += [f"   고칠 점: {n}" for n in (notes or {}).get(item_id, [])]
-    lines.append(f"{len(items)}개 상품 모두에 대해 short(40자 이내)와 long(두세 문장)을 JSON으로 쓰세요.")
-    if strict_retry:
-        lines.append("이전 답이 형식에 맞지 않았습니다. 각 id를 정확히 한 번씩, 목록 순서대로 쓰세요.")
-    return [{"role": "system", "content": LEGACY_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
 async def score_backend(client: AsyncReasoningClient, backend: RecordingBackend, data: dict, queries: int,
@@ -353,34 +325,6 @@ async def run_local(name: str, data: dict, queries: int) -> dict:
     return {**out, "peak_rss_gb": out_peak / 1e9, "kind": "embedded (llama.cpp, 2 threads)"}
 
 
-async def compare_prompts(name: str, data: dict, queries: int) -> dict[str, dict]:
-    """The legacy and the current reasons prompt on one server, query by query, alternating."""
-    server = start_llm_server(free_port(), model=name, log_path=Path(tempfile.mkdtemp()) / "llm.log")
-    out: dict[str, dict] = {}
-    try:
-        backends = {label: RecordingBackend("local", server.base_url, name, schema_format="json_object")
-                    for label in ("legacy", "current")}
-        async with reasoning_service(backends["legacy"], legacy_messages) as legacy, \
-                reasoning_service(backends["current"]) as current:
-            clients = {"legacy": legacy, "current": current}
-            await answer(current, "안녕", "", 1)  # the model loaded
-            parts: dict[str, list[dict]] = {"legacy": [], "current": []}
-            for i in range(queries):
-                one = {**data, "reasons": data["reasons"][i:i + 1]}
-                for label in ("legacy", "current"):
-                    parts[label].append(await score_backend(clients[label], backends[label], one, 1,
-                                                            reasons_only=True))
-        for label, runs in parts.items():
-            cards = [c for r in runs for c in r["cards"]]
-            out[label] = summarise(cards, [r["reasons_p50_s"] for r in runs], [r["ttft_p50_s"] for r in runs],
-                                   [r["tokens_per_s_p50"] for r in runs], [r["completion_tokens_p50"] for r in runs],
-                                   [e for r in runs for e in r["errors"]], {}, [], [], backends[label].answers)
-            out[label]["prompt_tokens"] = [r.get("prompt_tokens_p50", 0) for r in runs]
-    finally:
-        server.stop()
-    return out
-
-
 def rank(results: dict[str, dict]) -> list[tuple[str, float, dict]]:
     """Min-max normalise each criterion over the candidates and combine with WEIGHTS, best first."""
     def norm(values: dict[str, float], lower_better: bool) -> dict[str, float]:
@@ -427,28 +371,6 @@ def checks_section(chosen: float, grid: list[dict], evaluation: dict) -> list[st
     return lines
 
 
-def write_prompts(out: dict[str, dict], args: argparse.Namespace) -> None:
-    """The prompt comparison as llm_prompts.md / .json."""
-    rows = [[label, f"{r['rubric']['first_answer_passing']:.0%}", f"{r['rubric']['cards_passing']:.0%}",
-             f"{r['rubric']['json_valid']:.0%}", ", ".join(f"{k} {v}" for k, v in r["violations"].items() if v) or "-",
-             f"{r['reasons_p50_s']:.1f}", f"{r['completion_tokens_p50']:.0f}",
-             f"{statistics.median(r['prompt_tokens']):.0f}"] for label, r in out.items()]
-    lines = [f"- Model `{DEFAULT_MODEL}`; the machine was shared with other work during the run.",
-             "- Same server, same checks and regeneration, same schema caps; the two prompts alternate query by "
-             "query, so neither finds its own prefix cached (production keeps the current prompt's system "
-             "message and example cached across calls).", "",
-             md_table(["prompt", "cards passing at the first answer", "cards passing after regeneration",
-                       "JSON valid", "violations (cards)", "seconds p50 / query", "completion tokens p50",
-                       "prompt tokens p50"], rows), ""]
-    for label, r in out.items():
-        lines += [f"## `{label}`", ""] + [
-            f"- {c['query']} · {c['id']} · {c['status']}: "
-            + (f"{c.get('short', '')} / {c.get('long', '')}" if c["status"] != "failed"
-               else f"(failed: {', '.join(c['violations'])})") for c in r["cards"]] + [""]
-    print(write_result("llm_prompts", "Reasons prompt: legacy vs current", lines, {"model": DEFAULT_MODEL, **out},
-                       out=args.out))
-
-
 def main() -> None:
     """CLI."""
     parser = argparse.ArgumentParser(prog="python -m bench.llm_select", description=__doc__,
@@ -456,9 +378,6 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS), help="embedded candidates (infra.llm.fetch names)")
     parser.add_argument("--queries", type=int, default=4, help="reason queries of the set to run (1..4)")
     parser.add_argument("--checks-only", action="store_true", help="only tune and report the checks")
-    parser.add_argument("--prompts", action="store_true",
-                        help="only compare the legacy and the current reasons prompt on the default model "
-                             "(writes llm_prompts.md/.json)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     chosen, grid = tune_copy(DATA / "reasoning_checks_tune.json")
@@ -471,9 +390,6 @@ def main() -> None:
     if args.checks_only:
         return
     data = json.loads((DATA / "reasoning_set.json").read_text())
-    if args.prompts:
-        write_prompts(asyncio.run(compare_prompts(DEFAULT_MODEL, data, args.queries)), args)
-        return
     results: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for name in [m for m in args.models.split(",") if m]:

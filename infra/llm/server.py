@@ -34,8 +34,8 @@ PROG = "python -m infra.llm.server"
 # DRY sampling ("don't repeat yourself": penalises repeating a token sequence already in the context;
 # quotes and colons break sequences, so the JSON's keys are not penalised). The small model otherwise
 # writes one card's sentence pattern into every card of a reasons answer and repeats phrases. Chosen on
-# bench/reasoning.py's queries (first answers passing every check: `python -m bench.llm_sampling`,
-# bench/results/llm_sampling.md); reported on bench/data/reasoning_set.json by bench.llm_select.
+# bench/reasoning.py's queries (first answers passing every check, with the batched reasons prompt of
+# the time: bench/results/llm_sampling.md); reported on bench/data/reasoning_set.json by bench.llm_select.
 DRY_MULTIPLIER = 0.8
 
 

@@ -1,13 +1,9 @@
-"""Reason cards: the request's items, validation, parsing the LLM's answer, checking each card as it streams."""
-
+"""Reason cards: the request's items and their validation, the answer per card, the card metrics."""
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 
-import jsonschema
 from prometheus_client import Counter
 
 from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, InvalidInput, Violation
@@ -17,7 +13,7 @@ from services.reasoning.generation import Failed
 MAX_ITEMS = 20
 MAX_TITLE_CHARS = 500
 MAX_DESCRIPTION_CHARS = 2000
-TOKENS_PER_ITEM = 180  # short <= 50 and long <= 160 characters (the schema's caps) plus the JSON around them
+TOKENS_PER_CARD = 160  # one card's answer: short <= 40 and long <= 90 characters (the schema's caps) and its JSON
 MIN_REGENERATION_S = 1.0  # below this much of the total deadline left, failing cards are not regenerated
 CARD_STATUSES = ("ok", "regenerated", "failed")
 VIOLATIONS = Counter("mesh_reasoning_reason_violations", "reason cards that broke a check, per check "
@@ -82,59 +78,11 @@ def validate_request(query: str, items: list[ItemIn], field: str = "") -> None:
         raise InvalidInput("invalid reasons request", violations)
 
 
-def parse_reasons(text: str, items: list[ItemIn], schema: dict) -> list[ReasonOut] | str:
-    """The reasons in the items' order, or why the answer is invalid."""
-    try:
-        data = json.loads(text)
-        jsonschema.validate(data, schema)
-    except (ValueError, jsonschema.ValidationError) as err:
-        return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
-    by_id = {r["id"]: r for r in data["reasons"]}
-    if set(by_id) != {item.id for item in items}:
-        return "ids do not match the items one to one"
-    out = [ReasonOut(item.id, by_id[item.id]["short"].strip(), by_id[item.id]["long"].strip()) for item in items]
-    if any(not r.short or not r.long for r in out):
-        return "blank reason"
-    return out
-
-
 def raise_for(failure: Failed) -> None:
     """A failed call as a domain error."""
     if failure.kind.endswith("timeout"):
         raise DeadlineExceeded(failure.message)
     raise DependencyUnavailable(failure.message)
-
-
-class CardScanner:
-    """Finds the card objects of a ``{"reasons": [{...}, ...]}`` answer while it is still streaming."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.pos: int | None = None
-        self.decoder = json.JSONDecoder()
-
-    def feed(self, delta: str) -> list[dict]:
-        """The card objects completed by ``delta``."""
-        self.text += delta
-        if self.pos is None:
-            start = re.search(r'"reasons"\s*:\s*\[', self.text)
-            if start is None:
-                return []
-            self.pos = start.end()
-        out: list[dict] = []
-        while True:
-            i = self.pos
-            while i < len(self.text) and self.text[i] in " \t\r\n,":
-                i += 1
-            if i >= len(self.text) or self.text[i] != "{":
-                return out
-            try:
-                obj, end = self.decoder.raw_decode(self.text, i)
-            except ValueError:  # not closed yet
-                return out
-            self.pos = end
-            if isinstance(obj, dict):
-                out.append(obj)
 
 
 def _failed(item_id: str, findings: list[Finding]) -> ReasonOut:

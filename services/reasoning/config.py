@@ -23,6 +23,9 @@ class ReasoningSettings(ServiceSettings):
     rule_reasons: bool = Field(
         True, description="a reason card the model failed twice gets code's short factual reason (source rule: the "
                           "query's words the item holds, its category, its price against the budget); off: no text")
+    reasons_parallel: int = Field(
+        1, ge=1, le=32, description="reason cards written at once (one call each): 1 for a one-slot server such as "
+                                    "the embedded llama.cpp, the server's slots for vLLM or a hosted API")
     backend_model: str = Field("qwen2.5-coder-1.5b-instruct-q4", description="model name sent to the primary")
     backend_schema_format: Literal["json_object", "json_schema"] = Field(
         "json_object", description="how the primary takes a JSON schema (llama.cpp: json_object; vLLM: json_schema)")

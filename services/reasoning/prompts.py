@@ -12,33 +12,34 @@ from dataclasses import dataclass
 from services.bootstrap.errors import InvalidInput, Violation
 from services.reasoning.generation import estimate_tokens
 
+# One call per card (services/reasoning/reasons.py): the model sees one item and the query, so it cannot
+# borrow another card's facts, and a card is shown as soon as its own short call ends. The system text and
+# the worked examples stay the same across calls and the query comes first in the last turn, so a serving
+# engine's prefix cache keeps all but the item's lines (~50 tokens to read per card on two cores).
 REASONS_SYSTEM = (
-    "당신은 한국 온라인 서점과 쇼핑몰의 추천 도우미입니다. 검색어와 상품 카드들을 받아, 카드마다 이 상품이 "
-    "검색한 사람에게 왜 맞는지 한국어로 씁니다.\n"
-    "규칙:\n"
-    "1. 카드마다 그 카드의 상품만 씁니다. 다른 카드의 상품, 용도, 가격은 절대 쓰지 않습니다.\n"
-    "2. 상품 설명을 옮겨 적지 않습니다. 검색어의 상황(누구에게, 언제, 무엇을 위해)에서 이 상품이 주는 쓸모나 "
-    "좋은 점을 자기 말로 씁니다. 상품 설명의 낱말은 두 개까지만 씁니다.\n"
-    "3. short: 한 구절, 10~30자. long: short에 없는 내용의 한 문장, 25~70자.\n"
-    "4. 같은 구절을 두 번 쓰지 않습니다. 정보에 없는 사실은 지어내지 않습니다.\n"
-    "JSON으로만 답합니다: {\"reasons\": [{\"id\": 카드 id, \"short\": ..., \"long\": ...}]}, 카드 순서대로.")
-# A worked example written for this project (a domain no test or bench set uses), sent as one earlier
-# turn after the system message: both stay the same across calls, so the prefix cache keeps them.
-REASONS_EXAMPLE_QUERY = "캠핑 처음 가는 친구 선물"
-REASONS_EXAMPLE_ITEMS = [("e1", "접이식 알루미늄 캠핑 의자", "캠핑용품, 1.2kg, 38,000원"),
-                         ("e2", "충전식 LED 랜턴", "캠핑용품, 밝기 3단계, USB-C 충전, 27,000원")]
-REASONS_EXAMPLE_ANSWER = (
-    '{"reasons": [{"id": "e1", "short": "첫 캠핑에서 편히 쉴 자리를 챙겨 주는 선물", '
-    '"long": "가벼워서 캠핑이 처음인 친구도 부담 없이 들고 다니며 어디서든 바로 펴고 앉을 수 있습니다."}, '
-    '{"id": "e2", "short": "어두운 캠핑장의 밤을 밝혀 줄 실용적인 선물", '
-    '"long": "해가 지면 금방 어두워지는 캠핑장에서 휴대폰 충전기로 다시 채워 쓸 수 있는 조명입니다."}]}')
-# What the worked example shows (its items and its answer's reasons): a card that repeats it is not about
+    "당신은 쇼핑몰의 추천 도우미입니다. 검색한 사람의 말과 상품 하나를 받아, 이 상품이 그 사람에게 왜 맞는지 "
+    "한국어로 씁니다.\n"
+    "- short: 이 상품이 그 사람의 상황에서 주는 좋은 점, 한 구절 (10~25자).\n"
+    "- long: short와 다른 쓸모를 말하는 한 문장 (25~50자).\n"
+    "- 검색어와 상품 이름을 되풀이하지 않고 자기 말로 씁니다. 정보에 없는 사실은 쓰지 않습니다.\n"
+    "JSON으로만 답합니다: {\"short\": ..., \"long\": ...}")
+# Worked examples written for this project, in domains no test or bench set uses (pets, gardening, a
+# kitchen), sent as earlier turns after the system message: (query, title, description, answer).
+REASONS_EXAMPLES = (
+    ("강아지 키우는 친구 선물", "미끄럼 방지 강아지 발매트", "category: 반려용품, price: 29000",
+     {"short": "뛰노는 강아지의 발을 지켜 주는 선물",
+      "long": "바닥에서 덜 미끄러지고, 더러워지면 빨아서 다시 깔 수 있습니다."}),
+    ("베란다 텃밭 시작", "방울토마토 재배 키트, 씨앗과 화분과 흙 포함", "category: 원예, price: 15000",
+     {"short": "처음 가꾸는 텃밭의 가벼운 첫걸음",
+      "long": "필요한 것이 한 상자에 들어 있어 따로 장을 보지 않고 바로 심어 볼 수 있습니다."}),
+    ("요리 초보 자취생", "손잡이가 분리되는 스테인리스 냄비 3종", "category: 주방용품, price: 69000",
+     {"short": "좁은 부엌에서도 쓰기 편한 살림",
+      "long": "손잡이를 떼면 겹쳐서 넣어 둘 수 있어 수납 공간이 작은 집에 알맞습니다."}),
+)
+# What the worked examples show (their items and their reasons): a card that repeats them is not about
 # its own item (services/reasoning/checks.py counts that as a copy).
-REASONS_EXAMPLE_TEXTS = (*(f"{title} {description}" for _, title, description in REASONS_EXAMPLE_ITEMS),
-                         *(r[k] for r in json.loads(REASONS_EXAMPLE_ANSWER)["reasons"] for k in ("short", "long")))
-# The long reason is one sentence: on bench/reasoning.py's tuning queries the earlier two-sentence rule
-# (40-120 characters) took ~30 % more tokens and passed no more cards (python -m bench.llm_sampling
-# --compare prompt, bench/results/llm_prompts_length.md).
+REASONS_EXAMPLE_TEXTS = (*(f"{title} {description}" for _, title, description, _ in REASONS_EXAMPLES),
+                         *(answer[k] for *_, answer in REASONS_EXAMPLES for k in ("short", "long")))
 SUMMARY_SYSTEM = "당신은 한국어 글을 정확하고 짧게 요약하는 도우미입니다. 요약만 답합니다."
 
 
@@ -71,70 +72,42 @@ def chat_messages(system: str, history: list[Turn], message: str, max_history_to
     return [*head, *history_msgs, {"role": "user", "content": message}]
 
 
-# The answer's length caps (the prompt asks for 10-30 and 25-70 characters): the output tokens they allow.
+# The answer's length caps (the prompt asks for 10-25 and 25-50 characters): the output tokens they allow.
 SHORT_CAP = 40
-LONG_CAP = 100
+LONG_CAP = 90
 
 
-def reasons_schema(item_ids: list[str], short_max: int = 50, long_max: int = 160) -> dict:
-    """The JSON schema of one reasons answer: exactly one entry per item, each field length-capped.
+def reason_schema(short_max: int = SHORT_CAP, long_max: int = LONG_CAP) -> dict:
+    """The JSON schema of one card's answer, each field length-capped.
 
     The caps bound the output tokens (a grammar-constrained backend cannot run past them).
     """
-    n = len(item_ids)
-    return {
-        "type": "object", "additionalProperties": False, "required": ["reasons"],
-        "properties": {"reasons": {"type": "array", "minItems": n, "maxItems": n, "items": {
-            "type": "object", "additionalProperties": False, "required": ["id", "short", "long"],
-            "properties": {"id": {"type": "string", "enum": item_ids},
-                           "short": {"type": "string", "minLength": 1, "maxLength": short_max},
-                           "long": {"type": "string", "minLength": 1, "maxLength": long_max}}}}},
-    }
+    return {"type": "object", "additionalProperties": False, "required": ["short", "long"],
+            "properties": {"short": {"type": "string", "minLength": 1, "maxLength": short_max},
+                           "long": {"type": "string", "minLength": 1, "maxLength": long_max}}}
 
 
-# One instruction after the cards, the query named once in it. The earlier per-card instruction (the query
-# repeated in each of five cards) made the user turn ~175 tokens longer, about 1.2 s more before the first
-# token on two cores (bench/results/llm_prompts_length.md); the issue-58 tune split decided (bench.reasons).
-TASK = ""
-CLOSING = "카드 {n}개 모두, 카드 순서대로, 검색어 '{query}'에 비추어 short와 long을 JSON으로 쓰세요."
-
-
-def item_cards(query: str, items: list[tuple[str, str, str]], notes: dict[str, list[str]] | None = None,
-               task: str = TASK) -> str:
-    """The user turn: the query, then each item as structured fields with its own instruction.
-
-    ``notes`` names, per item id, what an earlier answer got wrong (a regeneration); ``task`` is the
-    per-card instruction (``{i}``: the card's number, ``{query}``: the query).
-    """
-    lines = [f"검색어: {query}", ""]
-    for i, (item_id, title, description) in enumerate(items, 1):
-        lines += [f"[카드 {i}] id: {item_id}", f"- 이름: {title}"]
-        if description:
-            lines.append(f"- 정보: {description}")
-        for note in (notes or {}).get(item_id, []):
-            lines.append(f"- 고칠 점: {note}")
-        if task:
-            lines.append(task.format(i=i, query=query))
-        lines.append("")
-    lines.append(CLOSING.format(n=len(items), query=query))
+def reason_turn(query: str, title: str, description: str, notes: list[str] | None = None) -> str:
+    """The user turn of one card: the query first (shared by every card of a list), then the item."""
+    lines = [f"검색어: {query}", f"상품: {title}"]
+    if description:
+        lines.append(f"정보: {description}")
+    if notes:
+        lines += ["이전 답이 규칙을 어겼습니다. 고쳐서 다시 쓰세요:", *(f"- {note}" for note in notes)]
     return "\n".join(lines)
 
 
-def reasons_messages(query: str, items: list[tuple[str, str, str]], strict_retry: bool = False,
-                     notes: dict[str, list[str]] | None = None, task: str = TASK) -> list[dict[str, str]]:
-    """One call for a query and its items (id, title, description): system, the example turn, this turn.
+def reason_messages(query: str, title: str, description: str, notes: list[str] | None = None
+                    ) -> list[dict[str, str]]:
+    """One card's call: system, the worked examples as earlier turns, this card.
 
-    ``strict_retry``: the previous answer broke the schema; ``notes``: per item, the checks it failed.
+    ``notes``: what this card's previous answer broke (a regeneration).
     """
-    user = item_cards(query, items, notes, task)
-    if notes:
-        user += "\n이전 답이 규칙을 어겼습니다. '고칠 점'을 지켜 다시 쓰세요."
-    if strict_retry:
-        user += "\n이전 답이 형식에 맞지 않았습니다. 각 id를 정확히 한 번씩, 카드 순서대로 쓰세요."
-    return [{"role": "system", "content": REASONS_SYSTEM},
-            {"role": "user", "content": item_cards(REASONS_EXAMPLE_QUERY, REASONS_EXAMPLE_ITEMS, task=task)},
-            {"role": "assistant", "content": REASONS_EXAMPLE_ANSWER},
-            {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": REASONS_SYSTEM}]
+    for ex_query, ex_title, ex_description, answer in REASONS_EXAMPLES:
+        messages += [{"role": "user", "content": reason_turn(ex_query, ex_title, ex_description)},
+                     {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)}]
+    return [*messages, {"role": "user", "content": reason_turn(query, title, description, notes)}]
 
 
 def summary_messages(text: str, max_sentences: int) -> list[dict[str, str]]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mesh.reasoning.v1 import reasoning_pb2 as pb
 from opentelemetry import trace
@@ -17,6 +18,7 @@ from services.reasoning.backends import LlmBackend, make_backends
 from services.reasoning.backends.base import BackendError, GenerationParams
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Failed, Generator, PriceTable, Timeouts
+from services.reasoning.prompts import reason_messages
 from services.reasoning.servicer import ReasoningServicer
 from services.runtime.errors import StartupError
 from services.runtime.tasks.spec import BUILTIN_DIR, TaskFileError, load_tasks
@@ -32,6 +34,7 @@ class ReasoningService:
     mesh: MeshServer
     generator: Generator
     servicer: ReasoningServicer
+    prefix_warming: asyncio.Task | None = field(default=None, repr=False)
 
     @property
     def port(self) -> int:
@@ -54,10 +57,26 @@ class ReasoningService:
                                                    Timeouts(60.0, 60.0, 60.0), failover=False)
             if isinstance(result, Failed):
                 log.info("warm-up call failed (%s: %s); health follows the backends", result.kind, result.message)
+            else:
+                self.prefix_warming = asyncio.create_task(self._warm_prefix())
         await self.mesh.set_serving(True)
+
+    async def _warm_prefix(self) -> None:
+        """Read the reasons prompt's unchanging prefix (system text, worked examples) into the server's cache.
+
+        In the background once serving: ~600 tokens, ~12 s on two cores, that the first recommendation
+        after a start would otherwise wait for (a request meanwhile queues behind it on a one-slot server).
+        """
+        result = await self.generator.complete(reason_messages("선물", "상품", ""), GenerationParams(1, 0.0),
+                                               Timeouts(120.0, 120.0, 120.0), failover=False)
+        if isinstance(result, Failed):
+            log.info("warming the reasons prefix failed (%s: %s)", result.kind, result.message)
 
     async def release(self) -> None:
         """Close the backends (after the server stopped)."""
+        if self.prefix_warming is not None:
+            self.prefix_warming.cancel()
+            await asyncio.gather(self.prefix_warming, return_exceptions=True)
         await self.generator.close()
 
     async def close(self, grace: float = 1.0) -> None:

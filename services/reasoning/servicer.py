@@ -48,7 +48,8 @@ class ReasoningServicer:
     def __init__(self, generator: Generator, settings: ReasoningSettings, instance: str,
                  tasks: dict[str, Task] | None = None) -> None:
         self.generator = generator
-        self.reasons = ReasonWriter(generator, rule_reasons=settings.rule_reasons)
+        self.reasons = ReasonWriter(generator, rule_reasons=settings.rule_reasons,
+                                    parallel=settings.reasons_parallel)
         self.completer = Completer(generator)
         self.tasks = TaskRunner(generator, tasks or {})
         self.s = settings
@@ -196,7 +197,7 @@ class ReasoningServicer:
         return pb.GenerateReasonsResponse(reasons=[self.reason(r) for r in reasons], usage=self.usage(usage))
 
     async def GenerateReasons(self, request, context):  # noqa: N802
-        """Reasons for one query, one LLM call."""
+        """Reasons for one query, one LLM call per card."""
         return await self._reasons(request)
 
     async def GenerateReasonsStream(self, request, context):  # noqa: N802

@@ -17,7 +17,7 @@ from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
-from support.standins import reasons_answer
+from support.standins import per_card
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DOCS = [
@@ -49,7 +49,7 @@ async def real_gw(catalog, llm_server):
             yield http
 
 
-async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
+async def test_recommendations_have_a_reason_per_card_from_one_call_each(real_gw):
     r = await real_gw.post("/v1/recommendations", json={"collection": "rec", "query": "비 오는 날 선물", "top_k": 2})
     assert r.status_code == 200, r.text
     out = r.json()
@@ -59,7 +59,7 @@ async def test_recommendations_have_a_reason_per_card_from_one_call(real_gw):
         assert card["reason_short"] and card["reason_long"]
         assert (card["reason_source"] == "rule") == (card["reason_status"] == "failed")
         assert bool(card["reason_violations"]) == (card["reason_status"] != "ok")
-    assert 1 <= out["usage"]["llm_calls"] <= 2  # one call, plus one regeneration of cards that failed the checks
+    assert 2 <= out["usage"]["llm_calls"] <= 4  # one call a card, plus one regeneration of each that failed the checks
 
 
 async def test_recommendations_stream_cards_first_then_a_reason_per_card_then_reasons_then_done(real_gw):
@@ -141,10 +141,14 @@ async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
                         seen.setdefault(session, set()).add(r.headers["X-Mesh-Reasoning-Instance"])
                 assert all(len(v) == 1 for v in seen.values()), seen
                 assert len(set().union(*seen.values())) >= 2  # sessions spread over instances
-                # The stand-ins answer "네", which is not reasons JSON: cards come back without reasons.
+                # The stand-ins answer "네", which is not a card's JSON: every card, after its one
+                # regeneration, comes back with code's factual reason instead of none.
                 r = await http.post("/v1/recommendations", json={"collection": "rec", "query": "비 오는 날"})
-                assert r.status_code == 200 and r.json()["reasons_status"] == "failed"
-                assert r.json()["cards"] and r.json()["reasons_error"].startswith("ABORTED")
+                assert r.status_code == 200 and r.json()["reasons_status"] == "ok"
+                cards = r.json()["cards"]
+                assert cards and all(c["reason_source"] == "rule" and c["reason_short"] for c in cards)
+                assert all(c["reason_violations"] == ["missing"] for c in cards)
+                assert r.json()["usage"]["llm_calls"] == 2 * len(cards)
     finally:
         for s in standins:
             s.close()
@@ -157,9 +161,9 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
             "r3": ("이직을 꿈꾸는 친구에게 건네는 실용적인 선물", "밖에 나가기 어려운 날 차분히 앉아 다음 도전을 "
                    "준비하게 돕습니다. 실전 감각을 미리 익혀 두면 자신감이 생깁니다.")}
     copy = ("장마철 우산과 방수 장화 세트", "장마철 우산과 방수 장화 세트, 잡화로 분류된 상품입니다.")
-    first = reasons_answer(split_at=40, r1=good["r1"], r2=copy, r3=good["r3"])
-    again = reasons_answer(split_at=40, r2=copy)
-    standin = ChatStandIn([first, again, first, again])  # the JSON route's two calls, then the stream's
+    standin = ChatStandIn(per_card({"비 오는 날 읽기 좋은 잔잔한 장편소설": [good["r1"]],
+                                    "장마철 우산과 방수 장화 세트": [copy],
+                                    "백엔드 개발자 면접 질문 모음": [good["r3"]]}))
     body = {"collection": "rec", "query": "비 오는 날 선물", "top_k": 3}
     try:
         async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
@@ -174,7 +178,7 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert cards["r1"]["reason_source"] == "model"
                 assert (cards["r1"]["reason_status"], cards["r1"]["reason_short"], cards["r1"]["reason_violations"]) \
                     == ("ok", good["r1"][0], [])
-                assert r.json()["usage"]["llm_calls"] == 2
+                assert r.json()["usage"]["llm_calls"] == 4  # one per card, one more for r2
 
                 r = await http.post("/v1/recommendations:stream", json=body)
                 events = parse_sse(r.text)
@@ -186,6 +190,6 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert "copy" in events[3][1]["violations"] and events[3][1]["source"] == "rule"
                 assert events[3][1]["short"] and events[3][1]["short"] not in copy
                 assert [x["id"] for x in events[4][1]["reasons"]] == [c["id"] for c in events[0][1]["cards"]]
-                assert events[-1][1]["usage"]["llm_calls"] == 2
+                assert events[-1][1]["usage"]["llm_calls"] == 4
     finally:
         standin.close()

@@ -6,6 +6,7 @@ typed client (clients/reasoning.py), which is what callers use."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from contextlib import AsyncExitStack
@@ -26,7 +27,7 @@ from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.checks import check_reason
 from support import eventually_async
 from support.servers import running_reasoning
-from support.standins import ObservedChatStandIn, reasons_answer, reasons_text
+from support.standins import ObservedChatStandIn, card_answer, per_card
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SLOW = pb.Options(timeouts=pb.Timeouts(first_token_s=120, generation_s=120, total_s=240))
@@ -92,7 +93,7 @@ async def test_generate_with_a_json_schema_returns_valid_json(real):
     assert set(data) == {"city"} and isinstance(data["city"], str)
 
 
-async def test_reasons_for_all_items_in_one_call(real):
+async def test_reasons_for_all_items_one_call_each(real):
     resp = await real.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날 읽기 좋은 책", items=ITEMS,
                                                                 options=SLOW), timeout=300)
     assert [r.item_id for r in resp.reasons] == ["b1", "b2"]
@@ -103,7 +104,7 @@ async def test_reasons_for_all_items_in_one_call(real):
             assert reason.status in (pb.REASON_STATUS_OK, pb.REASON_STATUS_REGENERATED), reason
             assert passes_checks(reason, ITEMS, "비 오는 날 읽기 좋은 책"), reason
             assert bool(reason.violations) == (reason.status == pb.REASON_STATUS_REGENERATED)
-    assert 1 <= resp.usage.llm_calls <= 4  # one call; a schema retry and one regeneration (and its retry)
+    assert 2 <= resp.usage.llm_calls <= 4  # one call a card, and one regeneration of each card that failed
 
 
 async def test_reasons_stream_sends_every_card_once_then_done(real_service):
@@ -118,7 +119,7 @@ async def test_reasons_stream_sends_every_card_once_then_done(real_service):
         assert card.status in ("ok", "regenerated", "failed")
         assert card.short and card.long and (card.source == "rule") == (card.status == "failed")
         assert card.status == "failed" or passes_checks(card, items, "비 오는 날 읽기 좋은 책")
-    assert 1 <= done.usage.llm_calls <= 4 and done.usage.completion_tokens > 0 and done.usage.instance
+    assert 2 <= done.usage.llm_calls <= 4 and done.usage.completion_tokens > 0 and done.usage.instance
 
 
 async def test_cancelled_caller_cancels_the_backend_request(real):
@@ -267,31 +268,23 @@ async def test_every_backend_down_is_a_typed_error(standins):
     assert events[0].error.kind == pb.ERROR_KIND_BACKEND_FAILED
 
 
-async def test_reasons_retry_once_on_a_schema_violation_then_fail_typed(standins):
-    good = json.dumps({"reasons": [  # reasons that pass the checks, so no regeneration follows
-        {"id": "b1", "short": "창밖 빗소리와 어울리는 잔잔한 소설",
-         "long": "조용히 흘러가는 성장 이야기라 비 오는 오후에 천천히 읽기 좋습니다. "
-                 "긴 장편이라 하루를 온전히 맡길 수 있습니다."},
-        {"id": "b2", "short": "비 오는 날 아이와 함께 넘겨 보는 그림책",
-         "long": "창밖 비를 보며 우산 쓴 고양이를 함께 찾아보기 좋습니다. 그림이 많아 어린 아이도 금방 빠져듭니다."}]},
-        ensure_ascii=False)
-    stub, (s,) = await standins([{"chunks": ['{"reasons": [']}, {"chunks": [good[:20], good[20:]]}])
+async def test_a_card_breaking_the_schema_is_regenerated_once_then_gets_codes_reason(standins):
+    good = GOOD_CARDS  # reasons that pass the checks, so no regeneration follows
+    stub, (s,) = await standins(per_card({"빗소리 도서관": [{"chunks": ['{"short": ']}, good["b1"]],
+                                          "우산을 쓴 고양이": [good["b2"]]}))
     resp = await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
-    assert resp.usage.llm_calls == 2 and [r.item_id for r in resp.reasons] == ["b1", "b2"]
-    assert s.requests[1]["temperature"] == 0.0
-    assert s.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["reasons"]["minItems"] == 2
+    assert resp.usage.llm_calls == 3 and [r.item_id for r in resp.reasons] == ["b1", "b2"]
+    assert [r.status for r in resp.reasons] == [pb.REASON_STATUS_REGENERATED, pb.REASON_STATUS_OK]
+    assert s.requests[0]["response_format"]["json_schema"]["schema"]["required"] == ["short", "long"]
 
-    wrong_ids = json.dumps({"reasons": [{"id": "b1", "short": "a", "long": "b"}, {"id": "b1", "short": "a",
-                                                                                   "long": "b"}]})
-    stub, (s,) = await standins([{"chunks": [wrong_ids]}])
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
-    assert info.value.code() == grpc.StatusCode.ABORTED and len(s.requests) == 2
+    empty = [{"chunks": ["{}"]}]
+    stub, (s,) = await standins(per_card({"빗소리 도서관": empty, "우산을 쓴 고양이": empty}))
+    resp = await stub.GenerateReasons(pb.GenerateReasonsRequest(query="비 오는 날", items=ITEMS))
+    assert len(s.requests) == 4 and all(r.source == pb.REASON_SOURCE_RULE and r.short for r in resp.reasons)
 
 
 async def test_batch_isolates_each_query(standins):
-    good = json.dumps({"reasons": [{"id": "x", "short": "s", "long": "l"}]})
-    client, _ = await standins([{"chunks": [good]}], client=True)
+    client, _ = await standins([card_answer("s", "l")], client=True)
     outcomes = await client.reasons_batch([ReasonsRequest("첫째", [Item("x", "t")]), ReasonsRequest("둘째", []),
                                            ReasonsRequest("셋째", [Item("x", "t")])])
     assert [type(o).__name__ for o in outcomes] == ["Reasons", "ReasonsError", "Reasons"]
@@ -303,7 +296,7 @@ async def test_batch_isolates_each_query(standins):
     assert (first.status, first.source) == ("failed", "rule") and first.short and "length" in first.violations
 
 
-GOOD = {"b1": ("창밖 빗소리와 어울리는 잔잔한 소설",
+GOOD_CARDS = GOOD = {"b1": ("창밖 빗소리와 어울리는 잔잔한 소설",
                "조용히 흘러가는 성장 이야기라 비 오는 오후에 천천히 읽기 좋습니다. "
                "긴 장편이라 하루를 온전히 맡길 수 있습니다."),
         "b2": ("비 오는 날 아이와 함께 넘겨 보는 그림책",
@@ -313,37 +306,41 @@ COPY = ("빗소리 도서관", "장편소설, 잔잔한 성장 이야기를 담�
 
 async def test_each_card_carries_its_status_and_violations(standins):
     # b1 copies its item twice (the first answer and its regeneration); b2 passes at once.
-    client, (s,) = await standins([reasons_answer(b1=COPY, b2=GOOD["b2"]), reasons_answer(b1=COPY)], client=True)
+    client, (s,) = await standins(per_card({"빗소리 도서관": [COPY], "우산을 쓴 고양이": [GOOD["b2"]]}), client=True)
     items = [Item(i.id, i.title, i.description) for i in ITEMS]
     out = await client.reasons("비 오는 날", items)
     failed, ok = out.reasons
     assert (failed.item_id, failed.status, failed.source) == ("b1", "failed", "rule")
     assert "copy" in failed.violations and failed.short not in COPY and failed.long not in COPY
     assert (ok.item_id, ok.status, ok.short, ok.violations) == ("b2", "ok", GOOD["b2"][0], ())
-    assert out.usage.llm_calls == 2 and len(s.requests) == 2
+    assert out.usage.llm_calls == 3 and len(s.requests) == 3
 
 
-async def test_reasons_stream_sends_a_card_before_the_answer_ends(standins):
-    text = reasons_text(**GOOD)
-    cut = text.index('{"id": "b2"')
-    # The stand-in stalls after the first card (until its client goes away).
-    client, (s,) = await standins([{"chunks": [text[:cut], text[cut:]], "stall_after": 1}], client=True)
+async def test_reasons_stream_sends_a_card_before_the_next_is_written(standins):
+    # The second card's call stalls (until its client goes away).
+    client, (s,) = await standins(per_card({"빗소리 도서관": [GOOD["b1"]],
+                                            "우산을 쓴 고양이": [{**card_answer(*GOOD["b2"]), "stall_after": 1}]}),
+                                  client=True)
     items = [Item(i.id, i.title, i.description) for i in ITEMS]
     events = client.reasons_stream("비 오는 날", items)
     first = await anext(events)
     assert isinstance(first, Reason) and (first.item_id, first.status, first.short) == ("b1", "ok", GOOD["b1"][0])
+    for _ in range(200):  # the second card's call reaches the stand-in and stalls there
+        if len(s.requests) == 2:
+            break
+        await asyncio.sleep(0.01)
     await events.aclose()  # the caller leaves: the RPC is cancelled, and the LLM request behind it
     assert await s.wait_cut_short()
 
 
 async def test_reasons_stream_sends_regenerated_cards_after_the_passing_ones(standins):
-    client, (s,) = await standins([reasons_answer(b1=COPY, b2=GOOD["b2"]), reasons_answer(b1=GOOD["b1"])],
+    client, (s,) = await standins(per_card({"빗소리 도서관": [COPY, GOOD["b1"]], "우산을 쓴 고양이": [GOOD["b2"]]}),
                                   client=True)
     items = [Item(i.id, i.title, i.description) for i in ITEMS]
     events = [e async for e in client.reasons_stream("비 오는 날", items)]
     assert [(e.item_id, e.status) for e in events[:-1]] == [("b2", "ok"), ("b1", "regenerated")]  # type: ignore
     assert "copy" in events[1].violations and events[1].short == GOOD["b1"][0]  # type: ignore[union-attr]
-    assert isinstance(events[-1], ReasonsDone) and events[-1].usage.llm_calls == 2
+    assert isinstance(events[-1], ReasonsDone) and events[-1].usage.llm_calls == 3
     with pytest.raises(InvalidArgument) as info:
         [e async for e in client.reasons_stream("비 오는 날", [])]
     assert [v.field for v in info.value.violations] == ["items"]

@@ -11,7 +11,7 @@ import hashlib
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import grpc
 import numpy as np
@@ -89,7 +89,7 @@ class ObservedChatStandIn(ChatStandIn):
     ``cut_short``, a threading.Event set on each count.)
     """
 
-    def __init__(self, script: list[dict], port: int = 0) -> None:
+    def __init__(self, script: list[dict] | Callable[[dict], dict], port: int = 0) -> None:
         self.cut_short = threading.Event()
         self._closed_early = 0
         super().__init__(script, port)
@@ -109,13 +109,28 @@ class ObservedChatStandIn(ChatStandIn):
         return await asyncio.to_thread(self.cut_short.wait, timeout_s)
 
 
-def reasons_text(**cards: tuple[str, str]) -> str:
-    """A reasons JSON answer as an LLM writes it: card id -> (short, long), Korean left unescaped."""
-    return json.dumps({"reasons": [{"id": k, "short": s, "long": lg} for k, (s, lg) in cards.items()]},
-                      ensure_ascii=False)
-
-
-def reasons_answer(*, split_at: int = 30, **cards: tuple[str, str]) -> dict:
-    """A ChatStandIn script entry: :func:`reasons_text` of ``cards`` streamed in two pieces cut at ``split_at``."""
-    text = reasons_text(**cards)
+def card_answer(short: str, long: str, split_at: int = 12) -> dict:
+    """A ChatStandIn script entry: one card's JSON answer as an LLM writes it, in two pieces."""
+    text = json.dumps({"short": short, "long": long}, ensure_ascii=False)
     return {"chunks": [text[:split_at], text[split_at:]]}
+
+
+def per_card(answers: dict[str, list]) -> Callable[[dict], dict]:
+    """A ChatStandIn script answering reason calls by item: ``answers`` maps a title to its calls' answers.
+
+    Each call whose last message names the title takes the next answer (the last one repeats): a
+    ``(short, long)`` pair or a behaviour dict as ChatStandIn takes it. Another request gets an error.
+    """
+    taken: dict[str, int] = {}
+
+    def reply(body: dict) -> dict:
+        last = body["messages"][-1]["content"]
+        for title, script in answers.items():
+            if f"상품: {title}" in last:
+                i = taken.get(title, 0)
+                taken[title] = i + 1
+                answer = script[min(i, len(script) - 1)]
+                return answer if isinstance(answer, dict) else card_answer(*answer)
+        return {"status": 500, "chunks": ["no scripted answer"]}
+
+    return reply

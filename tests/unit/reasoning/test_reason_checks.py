@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.reasoning.checks import CheckRules, check_reason, repeated_phrase
-from services.reasoning.prompts import REASONS_EXAMPLE_ANSWER, REASONS_EXAMPLE_ITEMS, REASONS_EXAMPLE_QUERY
+from services.reasoning.prompts import REASONS_EXAMPLES
 
 QUERY = "부모님 결혼기념일 선물"
 CANDLES = ("향초와 디퓨저 세트", "리빙, 은은한 라벤더 향, 39,000원")
@@ -81,18 +81,17 @@ def test_thresholds_are_rules_not_constants():
 
 
 def test_the_prompts_own_example_passes_every_check():
-    answer = json.loads(REASONS_EXAMPLE_ANSWER)["reasons"]
-    for (item_id, title, description), reason in zip(REASONS_EXAMPLE_ITEMS, answer, strict=True):
-        assert reason["id"] == item_id
-        others = [(t, d) for i, t, d in REASONS_EXAMPLE_ITEMS if i != item_id]
+    for query, title, description, reason in REASONS_EXAMPLES:
+        others = [(t, d) for _, t, d, _ in REASONS_EXAMPLES if t != title]
         # Every check but the one against copying the example (which it is, word for word).
         assert check_reason(reason["short"], reason["long"], title=title, description=description,
-                            query=REASONS_EXAMPLE_QUERY, others=others, examples=()) == []
+                            query=query, others=others, examples=()) == []
 
 
 def test_the_worked_example_copied_onto_another_item_is_a_copy():
-    # Seen from Gemma 3 270M: the example's camping-chair reason written for a wedding-anniversary gift.
-    chair = json.loads(REASONS_EXAMPLE_ANSWER)["reasons"][0]
+    # Seen from Gemma 3 270M: the worked example's reason (then a camping chair's) written for an
+    # anniversary gift.
+    chair = REASONS_EXAMPLES[0][3]
     found = check_reason(chair["short"], chair["long"], title=SCARF[0], description=SCARF[1], query=QUERY,
                          others=[CANDLES])
     assert {(f.kind, f.field) for f in found} >= {("copy", "short"), ("copy", "long")}

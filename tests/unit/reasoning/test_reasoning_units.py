@@ -9,13 +9,13 @@ from services.reasoning.backends.base import GenerationParams
 from services.reasoning.backends.gemini import GeminiBackend
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.generation import PriceTable, estimate_tokens
-from services.reasoning.prompts import Turn, chat_messages, reasons_schema
+from services.reasoning.prompts import Turn, chat_messages, reason_schema
 
 
 def test_gemini_request_maps_roles_system_and_schema():
     messages = [{"role": "system", "content": "도우미"}, {"role": "user", "content": "질문"},
                 {"role": "assistant", "content": "답"}, {"role": "user", "content": "다음"}]
-    schema = reasons_schema(["a"])
+    schema = reason_schema()
     contents, config = GeminiBackend.request(messages, GenerationParams(64, 0.2, schema, timeout_s=3))
     assert [c.role for c in contents] == ["user", "model", "user"]
     assert [c.parts[0].text for c in contents] == ["질문", "답", "다음"]
