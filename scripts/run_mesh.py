@@ -162,7 +162,7 @@ def example_ocr(gateway: str) -> None:
 
 
 def example_recommendation(gateway: str) -> None:
-    """A search whose cards get reasons from the local LLM in one call, each card streamed as SSE."""
+    """A search whose cards get reasons from the local LLM, one call a card, each card streamed as SSE."""
     import httpx
 
     body = {"collection": "demo", "query": "비 오는 날 읽기 좋은 책", "top_k": 3}
@@ -188,8 +188,8 @@ def example_recommendation(gateway: str) -> None:
                     print(f"  [{took:5.1f}s] reasons failed: {data['error']['message']}", flush=True)
                 elif event == "done" and data.get("usage"):
                     u = data["usage"]
-                    print(f"  [{took:5.1f}s] done: {u['llm_calls']} LLM call, TTFT {u['ttft_ms'] / 1e3:.1f}s, "
-                          f"{u['completion_tokens']} tokens", flush=True)
+                    print(f"  [{took:5.1f}s] done: {u['llm_calls']} LLM calls, first token "
+                          f"{u['ttft_ms'] / 1e3:.1f}s, {u['completion_tokens']} tokens", flush=True)
 
 
 def example_answers(gateway: str) -> None:
