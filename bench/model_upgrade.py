@@ -19,6 +19,12 @@ and writes straight to retrieval (acknowledged when the call returns) throughout
 
 Counted: searches answered keyword-only (``degraded``), acknowledged writes missing afterwards (every
 write carries a phase tag and is looked up by filter), search p50 before and during each build.
+
+``--retrieval-readers N`` runs retrieval as one writer and N readers (bench/retrieval_replicas.py: one
+process over one embedded store, as no Qdrant server can be had here): the gateway searches through the
+first reader and sends catalog work to the writer; writes go round-robin to every replica (a reader
+refuses them, counted apart: never acknowledged); after each phase every reader must search the live
+version (written to model_upgrade_replicas.{md,json}).
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ import asyncio
 import json
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 
-from bench.common import LatencyStats, md_table, start_service, stop_service
+from bench.common import LatencyStats, free_port, md_table, start_service, stop_service
 from bench.report import command_line, write_result
 from bench.retrieval_reindex import product
+from clients.errors import MeshClientError
 from clients.retrieval import AsyncRetrievalClient, Condition, Document, Filter
 
 COLLECTION = "shop"
@@ -57,9 +66,10 @@ def judged_sets(data: Path, want: int) -> tuple[list[Document], list[dict[str, A
 class Traffic:
     """Searches through the gateway and writes to retrieval, one after another each, until stopped."""
 
-    def __init__(self, http: httpx.AsyncClient, retrieval: AsyncRetrievalClient, queries: list[str], phase: str,
+    def __init__(self, http: httpx.AsyncClient, retrieval: list[AsyncRetrievalClient], queries: list[str], phase: str,
                  write_every_s: float = 1.0, max_writes: int = 100, search_every_s: float = 0.2) -> None:
         self.http, self.retrieval, self.queries, self.phase = http, retrieval, queries, phase
+        self.refused = 0  # writes a reader refused (round-robin over the replicas): never acknowledged
         self.write_every_s, self.max_writes, self.search_every_s = write_every_s, max_writes, search_every_s
         self.stop = asyncio.Event()
         self.latencies: list[float] = []
@@ -94,8 +104,13 @@ class Traffic:
             doc = Document(id=f"{self.phase}-{n}", text=product(50_000 + n).text + f" ({self.phase} 쓰기 {n})",
                            payload={"kind": self.phase})
             try:
-                await self.retrieval.upsert(COLLECTION, [doc], timeout_s=30)
+                await self.retrieval[n % len(self.retrieval)].upsert(COLLECTION, [doc], timeout_s=30)
                 self.acknowledged.add(doc.id)
+            except MeshClientError as exc:
+                if exc.code == grpc.StatusCode.FAILED_PRECONDITION and "reader" in exc.message:
+                    self.refused += 1
+                else:
+                    self.errors.append(f"write {doc.id}: {exc}")
             except Exception as exc:  # noqa: BLE001 - a refused write is counted, not acknowledged
                 self.errors.append(f"write {doc.id}: {exc}")
             n += 1
@@ -116,7 +131,8 @@ class Traffic:
     def summary(self) -> dict[str, Any]:
         return {"searches": len(self.latencies), "keyword_only": self.degraded, "modes": self.modes,
                 "search_ms": LatencyStats.of(self.latencies).__dict__ if self.latencies else None,
-                "writes_acknowledged": len(self.acknowledged), "errors": self.errors[:10],
+                "writes_acknowledged": len(self.acknowledged), "writes_refused_by_readers": self.refused,
+                "errors": self.errors[:10],
                 "error_count": len(self.errors)}
 
 
@@ -136,12 +152,23 @@ async def wait_job(http: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
         await asyncio.sleep(0.5)
 
 
+async def readers_live(writer: AsyncRetrievalClient, readers: list[AsyncRetrievalClient]) -> bool:
+    """Whether every reader describes the writer's live version (after their metadata TTL)."""
+    await asyncio.sleep(1.5)
+    live = (await writer.get_collection(COLLECTION, timeout_s=30)).embedding_revision
+    seen = [(await r.get_collection(COLLECTION, timeout_s=30)).embedding_revision for r in readers]
+    return all(revision == live for revision in seen)
+
+
 async def scenario(gw: str, ret: str, docs: list[Document], gate: list[dict[str, Any]], revisions: dict[str, str],
-                   searches_before: int) -> dict[str, Any]:
+                   searches_before: int, readers: list[str] | None = None) -> dict[str, Any]:
     """Ingest, searches before, bad input, the two upgrades with traffic, writes, the rollback: the figures."""
     out: dict[str, Any] = {}
     queries = [q["query"] for q in gate]
-    async with httpx.AsyncClient(base_url=gw, timeout=60) as http, AsyncRetrievalClient(ret, timeout_s=60) as rc:
+    async with httpx.AsyncClient(base_url=gw, timeout=60) as http, AsyncRetrievalClient(ret, timeout_s=60) as rc, \
+            AsyncExitStack() as stack:
+        replicas = [await stack.enter_async_context(AsyncRetrievalClient(t, timeout_s=60)) for t in readers or []]
+        writers = [rc, *replicas]
         r = await http.post("/v1/collections", json={"name": COLLECTION, "fields": {"kind": "keyword"}})
         assert r.status_code == 201, r.text
         t = time.perf_counter()
@@ -169,7 +196,7 @@ async def scenario(gw: str, ret: str, docs: list[Document], gate: list[dict[str,
         out["bad_input"] = {"unknown_revision": bad_rev.status_code, "gate_unknown_documents": bad_gate.status_code,
                             "rollback_nothing_kept": nothing.status_code}
         for phase, target in (("use", revisions["use"]), ("fp32", revisions["fp32"])):
-            traffic = Traffic(http, rc, queries, phase)
+            traffic = Traffic(http, writers, queries, phase)
 
             async def upgrade(target=target) -> dict[str, Any]:
                 t = time.perf_counter()
@@ -186,10 +213,11 @@ async def scenario(gw: str, ret: str, docs: list[Document], gate: list[dict[str,
             kept = await stored(rc, phase)
             out[phase] = {"job": {k: job[k] for k in ("state", "errors", "result", "took_s")},
                           "traffic": traffic.summary(), "revision_after": info["embedding_revision"],
-                          "writes_lost": sorted(traffic.acknowledged - kept), "writes_found": len(kept)}
+                          "writes_lost": sorted(traffic.acknowledged - kept), "writes_found": len(kept),
+                          "readers_live": await readers_live(rc, replicas) if replicas else None}
             print(f"[bench] {phase}: {json.dumps(out[phase], ensure_ascii=False)[:600]}", flush=True)
         # Writes after the swap (kept in both versions), then the rollback.
-        after = Traffic(http, rc, queries, "after", write_every_s=0.2, max_writes=20)
+        after = Traffic(http, writers, queries, "after", write_every_s=0.2, max_writes=20)
 
         async def some_writes() -> None:
             await asyncio.sleep(5)
@@ -209,7 +237,8 @@ async def scenario(gw: str, ret: str, docs: list[Document], gate: list[dict[str,
                            "searches_after": len(searches), "keyword_only_after": sum(searches),
                            "writes_since_upgrade": len(after.acknowledged),
                            "writes_lost": sorted(after.acknowledged - kept),
-                           "traffic_before": after.summary()}
+                           "traffic_before": after.summary(),
+                           "readers_live": await readers_live(rc, replicas) if replicas else None}
         print(f"[bench] rollback: {json.dumps(out['rollback'], ensure_ascii=False)[:600]}", flush=True)
     return out
 
@@ -221,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=int, default=10000)
     parser.add_argument("--gate-queries", type=int, default=200)
     parser.add_argument("--searches-before", type=int, default=60)
+    parser.add_argument("--retrieval-readers", type=int, default=0,
+                        help="reader replicas beside the retrieval writer (0: one retrieval instance)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     from bench.second_encoder import REVISION as USE_REVISION
@@ -242,23 +273,28 @@ def main(argv: list[str] | None = None) -> None:
         procs.append(use)
         more = f"127.0.0.1:{fp32_port},127.0.0.1:{use_port}"
         with tempfile.TemporaryDirectory(prefix="bench-upgrade-") as tmp:
-            ret, ret_port = start_service("services.retrieval", "--qdrant-location", str(Path(tmp) / "q"),
-                                          "--embedding-target", f"127.0.0.1:{e5_port}",
-                                          "--more-embedding-targets", more, "--rollback-grace-s", "900")
+            reader_ports = [free_port() for _ in range(args.retrieval_readers)]
+            common = ("--qdrant-location", str(Path(tmp) / "q"), "--embedding-target", f"127.0.0.1:{e5_port}",
+                      "--more-embedding-targets", more, "--rollback-grace-s", "900")
+            ret, ret_port = (start_service("bench.retrieval_replicas", "--reader-ports",
+                                           ",".join(map(str, reader_ports)), *common) if reader_ports
+                             else start_service("services.retrieval", *common))
             procs.append(ret)
+            search_port = reader_ports[0] if reader_ports else ret_port
             gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{e5_port}",
                                         "--more-embedding-targets", more, "--retrieval-target",
+                                        f"127.0.0.1:{search_port}", "--retrieval-writer-target",
                                         f"127.0.0.1:{ret_port}", "--default-timeout-ms", "10000")
             procs.append(gw)
             revisions = asyncio.run(_revisions(f"127.0.0.1:{ret_port}"))
             revisions["use"] = USE_REVISION
             out = asyncio.run(scenario(f"http://127.0.0.1:{gw_port}", f"127.0.0.1:{ret_port}", docs, gate,
-                                       revisions, args.searches_before))
+                                       revisions, args.searches_before, [f"127.0.0.1:{p}" for p in reader_ports]))
     finally:
         for p in reversed(procs):
             stop_service(p)
     out.update(revisions=revisions, gate_queries=len(gate), docs=len(docs), margin=MARGIN,
-               wall_s=time.perf_counter() - started)
+               wall_s=time.perf_counter() - started, retrieval_readers=args.retrieval_readers)
     report(args, argv, out)
 
 
@@ -283,7 +319,8 @@ def report(args: argparse.Namespace, argv: list[str] | None, out: dict[str, Any]
         ms = t["search_ms"] or {"p50": float("nan"), "p95": float("nan")}
         return [phase, str(t["searches"]), str(t["keyword_only"]), f"{ms['p50']:.1f}", f"{ms['p95']:.1f}",
                 f"{ms['p50'] / out['before_ms']['p50']:.2f}", str(t["writes_acknowledged"]),
-                str(len(p["writes_lost"])), str(t["error_count"])]
+                str(t.get("writes_refused_by_readers", 0)), str(len(p["writes_lost"])), str(t["error_count"]),
+                {None: "-", True: "yes", False: "NO"}[p.get("readers_live")]]
 
     rb = out["rollback"]
     body = [
@@ -295,6 +332,10 @@ def report(args: argparse.Namespace, argv: list[str] | None, out: dict[str, Any]
         "figures: query vectors from the gateway's cache, but not after a swap to another model), writes to "
         "retrieval every second (acknowledged when the call returns), both throughout each upgrade; the mesh as "
         "processes on this machine's two cores, so the build competes with the searches for them.",
+        *([f"- Retrieval as one writer and {out['retrieval_readers']} readers (bench/retrieval_replicas.py, one "
+            "process over one embedded store): the gateway searches through a reader and sends catalog work to the "
+            "writer; writes go round-robin to every replica (readers refuse theirs, never acknowledged)."]
+          if out.get("retrieval_readers") else []),
         f"- Ingest of the collection (e5 int8): {out['ingest_s']:.0f} s. Search before any upgrade: p50 "
         f"{out['before_ms']['p50']:.1f} ms, p95 {out['before_ms']['p95']:.1f} ms (n={out['before_ms']['n']}).",
         "", "Gate (both versions' figures from the job's `result.gate`):", "",
@@ -302,16 +343,20 @@ def report(args: argparse.Namespace, argv: list[str] | None, out: dict[str, Any]
                   "revision after", "job s"], [gate_row("use"), gate_row("fp32")]),
         "", "During each upgrade:", "",
         md_table(["upgrade to", "searches", "keyword-only", "p50 ms", "p95 ms", "p50 / before", "writes acknowledged",
-                  "writes lost", "errors"], [traffic_row("use"), traffic_row("fp32")]),
+                  "writes refused by readers", "writes lost", "errors", "every reader on the live version"],
+                 [traffic_row("use"), traffic_row("fp32")]),
         "", f"Rollback after the fp32 swap: HTTP {rb['status']}, {rb['client_s'] * 1e3:.1f} ms at the client "
         f"({rb['took_ms']} ms in the gateway); the collection holds revision `{rb['revision_after']}` again; "
         f"{rb['writes_since_upgrade']} writes acknowledged between the swap and the rollback, {len(rb['writes_lost'])} "
-        f"missing after it; {rb['keyword_only_after']} of {rb['searches_after']} searches after it keyword-only.",
+        f"missing after it; {rb['keyword_only_after']} of {rb['searches_after']} searches after it keyword-only"
+        + ("." if rb.get("readers_live") is None else
+           f"; every reader on the live version after it: {'yes' if rb['readers_live'] else 'NO'}."),
         "", f"Bad input: unknown revision → {out['bad_input']['unknown_revision']}, a gate naming unknown documents → "
         f"{out['bad_input']['gate_unknown_documents']}, rollback with nothing kept → "
         f"{out['bad_input']['rollback_nothing_kept']}.", "", f"Run time {out['wall_s']:.0f} s.",
     ]
-    write_result("model_upgrade", "Changing the embedding model of a live collection", body, out, out=args.out,
+    name = "model_upgrade_replicas" if out.get("retrieval_readers") else "model_upgrade"
+    write_result(name, "Changing the embedding model of a live collection", body, out, out=args.out,
                  command=command_line("bench.model_upgrade", argv))
     print("\n".join(body))
 

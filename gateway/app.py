@@ -22,7 +22,7 @@ from gateway.contract import RELEASE, released, without_unsent_422
 from gateway.conversations.router import router as conversations_router
 from gateway.health.router import router as health_router
 from gateway.http import errors
-from gateway.http.admission import RateLimit, Shedding
+from gateway.http.admission import Group, RateLimit, Shedding, Slots
 from gateway.http.auth import ApiKeys, RequireApiKey
 from gateway.http.deadline import TIMEOUT_HEADER
 from gateway.http.docs import install_docs
@@ -55,13 +55,26 @@ def _document_only_what_is_sent(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+# The routes that call the LLM: a request of theirs that writes (POST) takes a slot of the one LLM cap;
+# reads of stored state (GET of an interview, a conversation, a task's definition) take none.
+LLM_ROUTES = ("/v1/chat", "/v1/summaries", "/v1/answers", "/v1/tasks/", "/v1/interviews", "/v1/conversations",
+              "/v1/recommendations")
+
+
+def admission_groups(settings: GatewaySettings, llm_slots: Slots) -> list[Group]:
+    """The caps of the gateway's routes: searches, embeddings, and the one shared LLM cap."""
+    return [Group(Slots("search", settings.max_inflight_search), ("/v1/search", "/v1/recommendations")),
+            Group(Slots("embeddings", settings.max_inflight_embeddings), ("/v1/embeddings",)),
+            Group(llm_slots, LLM_ROUTES, frozenset({"POST", "PUT", "PATCH"}))]
+
+
 def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                tracer_provider: trace.TracerProvider | None = None) -> FastAPI:
     """The gateway application (``mesh`` overrides the one built from settings, for tests)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.mesh = mesh or build_mesh(settings)
+        app.state.mesh = mesh or build_mesh(settings, llm_slots=llm_slots)
         await app.state.mesh.start()
         lag = asyncio.create_task(watch_loop(settings.loop_lag_probe_ms / 1000)) if settings.loop_lag_probe_ms else None
         yield
@@ -69,6 +82,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
             lag.cancel()
         await app.state.mesh.close()
 
+    llm_slots = mesh.llm_slots if mesh is not None else Slots("llm", settings.max_inflight_llm)
     app = FastAPI(title="Korean inference mesh gateway", version=VERSION, lifespan=lifespan, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
@@ -82,12 +96,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, prefix_limits={
         "/v1/ocr/": settings.max_ocr_body_bytes, "/v1/masking/": settings.max_ocr_body_bytes,
         "/v1/ocr:extract": settings.max_extract_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes})
-    app.add_middleware(Shedding, wait_s=settings.shed_wait_s, limits={
-        "/v1/search": settings.max_inflight_search, "/v1/recommendations": settings.max_inflight_search,
-        "/v1/embeddings": settings.max_inflight_embeddings, "/v1/chat": settings.max_inflight_llm,
-        "/v1/summaries": settings.max_inflight_llm, "/v1/answers": settings.max_inflight_llm,
-        "/v1/tasks/": settings.max_inflight_llm, "/v1/interviews": settings.max_inflight_llm,
-        "/v1/conversations": settings.max_inflight_llm})
+    app.add_middleware(Shedding, wait_s=settings.shed_wait_s, groups=admission_groups(settings, llm_slots))
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)

@@ -37,6 +37,9 @@ class GatewaySettings(BaseSettings):
                     "during a model change: a search's query is embedded by the one serving its collection's "
                     "revision (with none of them, retrieval embeds it)")
     retrieval_target: str = Field("127.0.0.1:50052", description="retrieval service host:port")
+    retrieval_writer_target: str = Field("", description="the retrieval writer (host:port) for catalog changes, "
+                                                         "ingest and reindex jobs and rollbacks, when searches go to "
+                                                         "reader replicas on --retrieval-target; empty: that target")
     ocr_target: str = Field("127.0.0.1:50054", description="OCR service host:port")
     reasoning_targets: str = Field("127.0.0.1:50053",
                                    description="reasoning instances host:port, comma-separated (sessions hashed)")
@@ -90,13 +93,17 @@ class GatewaySettings(BaseSettings):
                                              '"calendar": "local"} (a task file names its role in `route`)')
     interview_ttl_s: int = Field(7200, ge=60, le=7 * 86400,
                                  description="how long an interview's state is kept after its last write (in "
-                                             "--redis-url's Redis, shared by every instance; without one, in process)")
+                                             "--sessions-redis-url's Redis, shared by every instance; without one, "
+                                             "in process)")
     interview_follow_up_below_chars: int = Field(100, ge=0, le=4000,
                                                  description="an answer to a main question shorter than this gets "
                                                              "one follow-up question (0: never)")
     conversation_ttl_s: int = Field(86400, ge=60, le=30 * 86400,
                                     description="how long a conversation's profile and turns are kept after its "
-                                                "last turn (in --redis-url's Redis; without one, in process)")
+                                                "last turn (in --sessions-redis-url's Redis; without one, in process)")
+    conversation_max_turns: int = Field(50, ge=1, le=10_000,
+                                        description="turns a conversation keeps (the latest; the number of older "
+                                                    "ones is kept as a count): bounds its hash, read on each turn")
     interview_prepare: bool = Field(True, description="write the next main question in the background as soon as a "
                                                       "question is served")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,
@@ -112,6 +119,9 @@ class GatewaySettings(BaseSettings):
                                   description="default deadline of every call but search (no header sent)")
     embed_budget_share: float = Field(0.4, gt=0, le=1, description="share of the deadline the embedding hop may use")
     redis_url: str = Field("", description="redis://host:port/db for shared caches; empty = in-process LRU")
+    sessions_redis_url: str = Field("", description="redis:// for interview and conversation sessions: a Redis with "
+                                                    "noeviction and persistence (AOF), apart from the evicting "
+                                                    "cache; empty: --redis-url (logged: an LRU may evict sessions)")
     jobs_redis_url: str = Field("", description="redis:// for ingest/reindex jobs when they must not share "
                                                 "the cache's Redis (an LRU may evict them); empty: --redis-url")
     jobs_redis_cluster: bool = Field(False, description="the jobs' Redis (--jobs-redis-url) is a node of a "
@@ -147,10 +157,10 @@ class GatewaySettings(BaseSettings):
     max_inflight_search: int = Field(16, ge=0, description="searches (and recommendations) in flight at once; "
                                                           "more wait --shed-wait-s, then 429; 0 = no cap")
     max_inflight_embeddings: int = Field(4, ge=0, description="/v1/embeddings calls in flight at once; 0 = no cap")
-    max_inflight_llm: int = Field(0, ge=0, description="LLM calls in flight at once per group (/v1/chat and "
-                                                       "/v1/chat/completions; /v1/summaries; /v1/answers); more "
-                                                       "wait --shed-wait-s, then 429; derived queries (expand) "
-                                                       "over it are skipped at once; 0 = no cap")
+    max_inflight_llm: int = Field(0, ge=0, description="LLM work in flight at once, one cap shared by every route "
+                                                       "that calls the model (its POSTs; reads of stored state take "
+                                                       "none): more wait --shed-wait-s, then 429; derived queries "
+                                                       "and interview preparations over it are skipped; 0 = no cap")
     loop_lag_probe_ms: float = Field(10.0, ge=0, le=1000, description="how often the event loop's lag is sampled "
                                                                       "(mesh_gateway_event_loop_lag_seconds); 0 = off")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
@@ -250,7 +260,7 @@ class GatewaySettings(BaseSettings):
         """A feature's route: its own setting, else the default route."""
         return feature_route or self.default_model_route
 
-    @field_validator("redis_url", "jobs_redis_url")
+    @field_validator("redis_url", "jobs_redis_url", "sessions_redis_url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
         if value and not value.startswith(("redis://", "rediss://", "unix://")):

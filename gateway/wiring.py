@@ -7,6 +7,7 @@ cache or tracer provider and pass it to :func:`gateway.app.create_app`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
 from gateway.conversations.sessions import Conversations
+from gateway.http.admission import Slots
 from gateway.interviews.sessions import Interviews
 from gateway.ocr.serving import Ocr
 from gateway.openai_api.completions import ChatCompletions
@@ -42,6 +44,8 @@ from services.runtime.jobs import Jobs, MemoryJobs
 from services.runtime.jobs.redis import RedisJobs
 from services.runtime.tasks.spec import BUILTIN_DIR, load_tasks
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Clients:
@@ -52,13 +56,20 @@ class Clients:
     ocr: AsyncOcrClient
     reasoning: dict[str, AsyncReasoningClient]
     more_embedding: tuple[AsyncEmbeddingClient, ...] = ()  # one per further model during a model change
+    # Catalog writes, ingest and reindex jobs, rollbacks: the one retrieval writer (the same client as
+    # ``retrieval`` when --retrieval-writer-target is unset); searches go to ``retrieval`` (the readers).
+    retrieval_writer: AsyncRetrievalClient | None = None
 
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> Clients:
         """The clients of the configured targets."""
         targets = dict.fromkeys(t for spec in settings.route_specs().values() for t in spec.targets)
+        retrieval = AsyncRetrievalClient(settings.retrieval_target)
+        writer = settings.retrieval_writer_target
         return cls(embedding=AsyncEmbeddingClient(settings.embedding_target),
-                   retrieval=AsyncRetrievalClient(settings.retrieval_target),
+                   retrieval=retrieval,
+                   retrieval_writer=AsyncRetrievalClient(writer) if writer and writer != settings.retrieval_target
+                   else retrieval,
                    ocr=AsyncOcrClient(settings.ocr_target),
                    reasoning={t: AsyncReasoningClient(t) for t in targets},
                    more_embedding=tuple(AsyncEmbeddingClient(t) for t in settings.more_targets()))
@@ -69,6 +80,8 @@ class Clients:
         for other in self.more_embedding:
             await other.close()
         await self.retrieval.close()
+        if self.retrieval_writer is not None and self.retrieval_writer is not self.retrieval:
+            await self.retrieval_writer.close()
         await self.ocr.close()
         for client in self.reasoning.values():
             await client.close()
@@ -92,9 +105,11 @@ class Mesh:
     completions: ChatCompletions
     answers: Answers
     tasks: Tasks
-    store: KeyValue
+    store: KeyValue  # the task cache: on --redis-url, which may evict it
+    sessions: KeyValue  # interviews and conversations: on --sessions-redis-url, which must not
     interviews: Interviews
     conversations: Conversations
+    llm_slots: Slots  # the one cap on LLM work in flight: every LLM route, derived queries, preparations
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -105,13 +120,29 @@ class Mesh:
         await self.jobs.close()
         await self.interviews.close()
         await self.store.close()
+        await self.sessions.close()
         await self.search.sources.close()
         await self.clients.close()
 
 
+def sessions_store(settings: GatewaySettings) -> KeyValue:
+    """Where interviews and conversations live: their own Redis, else the cache's (warned), else this process."""
+    if settings.sessions_redis_url:
+        return RedisKeyValue(settings.sessions_redis_url)
+    if settings.redis_url:
+        log.warning("sessions share the cache's Redis (--redis-url): an evicting cache may drop an idle session; "
+                    "set --sessions-redis-url to a Redis with noeviction and persistence")
+        return RedisKeyValue(settings.redis_url)
+    return MemoryKeyValue()
+
+
 def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
-               tracer_provider: trace.TracerProvider | None = None) -> Mesh:
-    """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one)."""
+               tracer_provider: trace.TracerProvider | None = None, llm_slots: Slots | None = None) -> Mesh:
+    """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one).
+
+    ``llm_slots``: the LLM cap the app's admission control shares (one from settings when not given).
+    """
+    llm_slots = llm_slots or Slots("llm", settings.max_inflight_llm)
     clients = Clients.from_settings(settings)
     if cache is None:
         cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
@@ -123,7 +154,8 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
         QueryVectors(client, cache, CircuitBreaker(settings.breaker_failures, settings.breaker_reset_s),
                      settings.embed_budget_share) for client in clients.more_embedding])
     redis_url = settings.jobs_redis_url or settings.redis_url
-    handlers = CatalogJobs(clients.retrieval, settings.ingest_outage_s).handlers()
+    writer = clients.retrieval_writer or clients.retrieval
+    handlers = CatalogJobs(writer, settings.ingest_outage_s).handlers()
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s,
@@ -131,23 +163,27 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                   if redis_url else MemoryJobs(handlers, **options))
     routes = ModelRoutes(clients.reasoning, settings)
     search = Search(vectors, clients.retrieval, QueryExpander(routes, settings.route_of(settings.expand_route),
-                                                              settings.expand_timeout_s, settings.max_inflight_llm,
+                                                              settings.expand_timeout_s, llm_slots,
                                                               settings.expand_min_s), sources)
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 
     store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
+    sessions = sessions_store(settings)
     tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
                   store)
     recommendations = Recommendations(search, pool(settings.recommendations_route))
-    return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(clients.retrieval, jobs),
+    return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(writer, jobs),
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=recommendations,
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
                 routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings),
                 tasks=tasks, store=store,
-                interviews=Interviews(tasks, store, ttl_s=settings.interview_ttl_s,
+                sessions=sessions,
+                interviews=Interviews(tasks, sessions, ttl_s=settings.interview_ttl_s,
                                       follow_up_below=settings.interview_follow_up_below_chars,
-                                      prepare=settings.interview_prepare),
-                conversations=Conversations(tasks, search, recommendations, store, ttl_s=settings.conversation_ttl_s))
+                                      prepare=settings.interview_prepare, slots=llm_slots),
+                conversations=Conversations(tasks, search, recommendations, sessions, ttl_s=settings.conversation_ttl_s,
+                                            max_turns=settings.conversation_max_turns),
+                llm_slots=llm_slots)

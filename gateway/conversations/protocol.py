@@ -113,10 +113,12 @@ class Turn(BaseModel):
 
 
 class ConversationState(BaseModel):
-    """A conversation as stored: its whole history and its profile."""
+    """A conversation as stored: its profile and its latest turns (the gateway's --conversation-max-turns)."""
 
     id: str
     collection: str
     profile: Profile
     turns: list[Turn]
+    earlier_turns: int = Field(0, description="turns before the first of `turns`, no longer kept (their effect "
+                                              "stays in the profile)")
     expires_in_s: int

@@ -56,12 +56,13 @@ class Conversations:
     """``/v1/conversations``: turns on the task runner, the profile by code, the search it implies."""
 
     def __init__(self, tasks: Tasks, search: Search, recommendations: Recommendations, store: KeyValue, *,
-                 ttl_s: int) -> None:
+                 ttl_s: int, max_turns: int = 50) -> None:
         self.tasks = tasks
         self.search = search
         self.recommendations = recommendations
         self.store = store
         self.ttl_s = ttl_s
+        self.max_turns = max_turns  # the latest turns kept; each turn reads the whole hash, so it stays bounded
 
     @staticmethod
     def key(cid: str) -> str:
@@ -108,7 +109,7 @@ class Conversations:
         return api.ConversationState(
             id=cid, collection=meta["collection"], profile=public(profile),
             turns=[api.Turn(text=turns[n]["text"], notes=turns[n]["notes"]) for n in sorted(turns)],
-            expires_in_s=await self._expires(cid))
+            earlier_turns=min(turns) - 1 if turns else 0, expires_in_s=await self._expires(cid))
 
     async def _related(self, text: str, delta: dict[str, Any], vocab: Vocabulary,
                        deadline: Deadline) -> dict[str, list[tuple[str, str]]]:
@@ -159,6 +160,8 @@ class Conversations:
             try:
                 if await self.store.hsetnx(self.key(cid), f"t:{n}", json.dumps(record, ensure_ascii=False),
                                            self.ttl_s):
+                    if n > self.max_turns:  # the oldest kept turn goes; the profile carries what it said
+                        await self.store.hdel(self.key(cid), f"t:{n - self.max_turns}")
                     break
             except StoreUnavailable as err:
                 raise unavailable(err) from None

@@ -6,6 +6,9 @@ Both answer 429 with ``Retry-After`` and the standard error body, before any wor
 - :class:`Shedding`, at most ``limit`` requests of a route group in flight; one that cannot get a
   slot within ``wait_s`` is refused at once instead of queueing past its deadline (c=64 against two
   cores used to answer p99 3 s on a 2 s deadline; now it answers 429 early or within the deadline).
+
+A group's cap is one :class:`Slots`, shared by all its routes and by the background work that draws on
+it (the LLM's: every route that calls the model, derived queries, interview preparations).
 """
 
 from __future__ import annotations
@@ -72,33 +75,76 @@ class RateLimit:
         return await self.app(scope, receive, send)
 
 
-class Shedding:
-    """ASGI middleware: at most ``limits[prefix]`` requests in flight per path prefix.
+class Slots:
+    """A named cap on work in flight (``limit`` 0: no cap), shared by every route and job that draws on it."""
 
-    The rest wait ``wait_s`` for a slot, then get 429 (retry after a second) instead of blowing
-    their deadline.
+    def __init__(self, name: str, limit: int) -> None:
+        self.name, self.limit = name, limit
+        self._sem = asyncio.Semaphore(limit) if limit > 0 else None
+
+    async def acquire(self, wait_s: float) -> bool:
+        """Take a slot, waiting up to ``wait_s``; False when none came free in time."""
+        if self._sem is None:
+            return True
+        try:
+            await asyncio.wait_for(self._sem.acquire(), wait_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def try_acquire(self) -> bool:
+        """Take a slot only if one is free now (work that is skipped rather than made to wait)."""
+        if self._sem is None:
+            return True
+        if self._sem.locked():
+            return False
+        return await self._sem.acquire()  # free: returns at once, without suspending
+
+    def release(self) -> None:
+        """Give a slot back."""
+        if self._sem is not None:
+            self._sem.release()
+
+
+class Group:
+    """Routes that draw on one :class:`Slots`: paths under ``prefixes``, of ``methods`` (None: every method)."""
+
+    def __init__(self, slots: Slots, prefixes: tuple[str, ...], methods: frozenset[str] | None = None) -> None:
+        self.slots, self.prefixes, self.methods = slots, prefixes, methods
+
+    def covers(self, path: str, method: str) -> bool:
+        """Whether a request takes a slot of this group."""
+        return path.startswith(self.prefixes) and (self.methods is None or method in self.methods)
+
+
+class Shedding:
+    """ASGI middleware: a request takes a slot of every group that covers it (search, embeddings, the LLM).
+
+    One that cannot get its slots within ``wait_s`` gets 429 (retry after a second) instead of blowing
+    its deadline; the slots it already held are given back.
     """
 
-    def __init__(self, app, limits: dict[str, int], wait_s: float) -> None:
+    def __init__(self, app, groups: list[Group], wait_s: float) -> None:
         self.app = app
         self.wait_s = wait_s
-        self.slots = {prefix: asyncio.Semaphore(n) for prefix, n in limits.items() if n > 0}
+        self.groups = [g for g in groups if g.slots.limit > 0]
 
     async def __call__(self, scope, receive, send):  # noqa: D102
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope.get("path", "")
-        slot = next((s for prefix, s in self.slots.items() if path.startswith(prefix)), None)
-        if slot is None:
-            return await self.app(scope, receive, send)
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        held: list[Slots] = []
         try:
-            await asyncio.wait_for(slot.acquire(), self.wait_s)
-        except TimeoutError:
-            SHED.labels("overloaded").inc()
-            refused = ApiError(429, "overloaded", "too many requests in flight; retry shortly", retryable=True,
-                               retry_after_s=1.0)
-            return await error_response(refused, path in OPENAI_SHAPED_PATHS)(scope, receive, send)
-        try:
+            for group in self.groups:
+                if not group.covers(path, method):
+                    continue
+                if not await group.slots.acquire(self.wait_s):
+                    SHED.labels("overloaded").inc()
+                    refused = ApiError(429, "overloaded", f"too many requests in flight ({group.slots.name}); "
+                                       "retry shortly", retryable=True, retry_after_s=1.0)
+                    return await error_response(refused, path in OPENAI_SHAPED_PATHS)(scope, receive, send)
+                held.append(group.slots)
             await self.app(scope, receive, send)
         finally:
-            slot.release()
+            for slots in held:
+                slots.release()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
+from gateway.http.admission import Slots
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.interviews import protocol as api
@@ -46,7 +47,7 @@ QUESTIONS = Counter("mesh_gateway_interview_questions", "interview questions ser
 PREPARED = Counter("mesh_gateway_interview_preparations", "background question preparations by outcome", ["outcome"])
 for _source in ("prepared", "generated", "follow_up"):
     QUESTIONS.labels(_source)
-for _outcome in ("ready", "failed"):
+for _outcome in ("ready", "failed", "skipped"):
     PREPARED.labels(_outcome)
 QUESTION_TASK = "interview_question"
 FEEDBACK_TASK = "answer_feedback"
@@ -116,8 +117,11 @@ class Interviews:
     """``/v1/interviews``: sessions on the task runner and the shared store."""
 
     def __init__(self, tasks: Tasks, store: KeyValue, *, ttl_s: int, follow_up_below: int,
-                 prepare: bool = True) -> None:
+                 prepare: bool = True, slots: Slots | None = None) -> None:
         self.tasks = tasks
+        # A preparation takes a slot of the one LLM cap when one is free, else it is skipped (the question
+        # is then written when the answer arrives).
+        self.slots = slots or Slots("llm", 0)
         self.store = store
         self.ttl_s = ttl_s
         self.follow_up_below = follow_up_below
@@ -181,6 +185,10 @@ class Interviews:
         self._pending[(s.id, main)] = asyncio.create_task(self._prepared(s.id, main))
 
     async def _prepared(self, sid: str, main: int) -> None:
+        if not await self.slots.try_acquire():
+            PREPARED.labels("skipped").inc()
+            self._pending.pop((sid, main), None)
+            return
         try:
             s = await self._load(sid)
             question = await self._write(s, False, Deadline(self.tasks.get(QUESTION_TASK).spec.deadline_s))
@@ -194,6 +202,7 @@ class Interviews:
             log.warning("interview question not prepared (%s); it is written when the answer arrives",
                         type(err).__name__)
         finally:
+            self.slots.release()
             self._pending.pop((sid, main), None)
 
     async def _ready(self, s: Session, main: int, deadline: Deadline) -> dict | None:

@@ -7,13 +7,13 @@ searched alone and the response says why (``expansion.status: failed``).
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 
 from prometheus_client import Counter
 
 from clients.reasoning import ChatMessage
+from gateway.http.admission import Slots
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError
 from gateway.reasoning.routes import ModelRoutes
@@ -39,15 +39,15 @@ def schema(k: int) -> dict:
 class QueryExpander:
     """Derived queries on a model route, within their own deadline."""
 
-    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float, max_inflight: int = 0,
+    def __init__(self, routes: ModelRoutes, route: str, timeout_s: float, slots: Slots | None = None,
                  min_s: float = 0.0) -> None:
         self.routes = routes
         self.route = route
         self.timeout_s = timeout_s
         self.min_s = min_s  # less than this for the LLM call: refused up front (400), not run to fail
-        # Derived queries are LLM calls: capped like the other LLM groups (--max-inflight-llm), not by the
-        # search cap they arrive under. Over the cap the search never waits: the query runs alone.
-        self.slots = asyncio.Semaphore(max_inflight) if max_inflight > 0 else None
+        # Derived queries are LLM calls: they take a slot of the one LLM cap (--max-inflight-llm), shared
+        # with every LLM route. With none free the search never waits: the query runs alone.
+        self.slots = slots or Slots("llm", 0)
 
     async def derive(self, query: str, choice: api.ExpandChoice,
                      deadline: Deadline) -> tuple[list[str], api.Expansion]:
@@ -69,18 +69,15 @@ class QueryExpander:
             return api.Expansion(status=status, reason=reason, derived=derived,
                                  ms=round((time.perf_counter() - start) * 1e3, 1))
 
-        if self.slots is not None and self.slots.locked():
+        if not await self.slots.try_acquire():
             return [], outcome("failed", 0, "overloaded")
         try:
-            if self.slots is None:
-                value, _ = await structured(route, messages, schema(want), "derived_queries", key=query,
-                                            total_s=total, max_tokens=48 * want)
-            else:
-                async with self.slots:
-                    value, _ = await structured(route, messages, schema(want), "derived_queries", key=query,
-                                                total_s=total, max_tokens=48 * want)
+            value, _ = await structured(route, messages, schema(want), "derived_queries", key=query,
+                                        total_s=total, max_tokens=48 * want)
         except StructuredFailed as err:
             return [], outcome("failed", 0, err.reason)
+        finally:
+            self.slots.release()
         seen = {api.query_key(query)}
         out: list[str] = []
         for text in value.get("queries", []) if isinstance(value, dict) else []:

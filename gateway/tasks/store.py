@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 
 
 class StoreUnavailable(Exception):
@@ -57,29 +59,43 @@ class KeyValue(ABC):
 
 
 class MemoryKeyValue(KeyValue):
-    """In this process (the embedded default without Redis); expired keys are dropped when touched."""
+    """In this process (the embedded default without Redis); expired keys are dropped when touched.
 
-    def __init__(self, max_keys: int = 10000) -> None:
+    At most ``max_keys`` keys of each kind (the key's prefix before ``:``: ``interview``, ``conversation``,
+    a task's cache …): when a kind is full, its expired keys go, then its least recently used one, so
+    one kind never pushes out another's entries.
+    """
+
+    def __init__(self, max_keys: int = 10000, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_keys = max_keys
-        self._data: dict[str, tuple[float, str | dict[str, str]]] = {}
+        self.clock = clock
+        self._data: dict[str, OrderedDict[str, tuple[float, str | dict[str, str]]]] = defaultdict(OrderedDict)
+
+    @staticmethod
+    def _kind(key: str) -> str:
+        return key.split(":", 1)[0]
 
     def _live(self, key: str) -> str | dict[str, str] | None:
-        entry = self._data.get(key)
+        kind = self._data[self._kind(key)]
+        entry = kind.get(key)
         if entry is None:
             return None
-        if entry[0] <= time.monotonic():
-            del self._data[key]
+        if entry[0] <= self.clock():
+            del kind[key]
             return None
+        kind.move_to_end(key)  # used now
         return entry[1]
 
     def _put(self, key: str, value: str | dict[str, str], ttl_s: int) -> None:
-        if key not in self._data and len(self._data) >= self.max_keys:
-            now = time.monotonic()
-            for k in [k for k, (expiry, _) in self._data.items() if expiry <= now]:
-                del self._data[k]
-            if len(self._data) >= self.max_keys:  # still full: the entry closest to expiry goes
-                del self._data[min(self._data, key=lambda k: self._data[k][0])]
-        self._data[key] = (time.monotonic() + ttl_s, value)
+        kind = self._data[self._kind(key)]
+        if key not in kind and len(kind) >= self.max_keys:
+            now = self.clock()
+            for k in [k for k, (expiry, _) in kind.items() if expiry <= now]:
+                del kind[k]
+            if len(kind) >= self.max_keys:  # still full: the least recently used of this kind goes
+                kind.popitem(last=False)
+        kind[key] = (self.clock() + ttl_s, value)
+        kind.move_to_end(key)
 
     def _hash(self, key: str) -> dict[str, str]:
         value = self._live(key)
@@ -106,7 +122,7 @@ class MemoryKeyValue(KeyValue):
         self._put(key, fields, ttl_s)
 
     async def hdel(self, key: str, field: str) -> None:  # noqa: D102
-        entry = self._data.get(key)
+        entry = self._data[self._kind(key)].get(key)
         if entry is not None and isinstance(entry[1], dict):
             entry[1].pop(field, None)
 
@@ -114,8 +130,8 @@ class MemoryKeyValue(KeyValue):
         return self._hash(key)
 
     async def ttl(self, key: str) -> int:  # noqa: D102
-        entry = self._data.get(key)
-        return max(0, math.ceil(entry[0] - time.monotonic())) if entry and self._live(key) is not None else 0
+        entry = self._data[self._kind(key)].get(key)
+        return max(0, math.ceil(entry[0] - self.clock())) if entry and self._live(key) is not None else 0
 
 
 class RedisKeyValue(KeyValue):

@@ -59,4 +59,7 @@ class OcrSettings(ServiceSettings):
                                              "RESOURCE_EXHAUSTED instead of storing more")
     ocr_cache_ttl_s: int = Field(7 * 86400, ge=0, description="how long a page's reading stays in the OCR cache "
                                  "(Redis, keyed by the upload's bytes, options and engine revision); 0 turns it off")
+    cache_redis_url: str = Field("", description="Redis of the OCR cache: an evicting one (allkeys-lru, the "
+                                                 "gateway's cache Redis), so cached pages never fill the job store; "
+                                                 "empty: --redis-url (the job store's, which does not evict)")
     job_workers: int = Field(1, ge=0, le=32, description="concurrent jobs in this process (0: submit only)")

@@ -87,7 +87,7 @@ class JobStore:
     def __init__(self, extractor: Extractor, redis_url: str, *, ttl_s: int, max_queued: int, max_pages: int,
                  workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024,
                  lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
-                 cache_ttl_s: int = 0, cache_revision: str = "") -> None:
+                 cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "") -> None:
         self.extractor = extractor
         self.ttl_s = ttl_s
         self.max_pages = max_pages
@@ -95,8 +95,14 @@ class JobStore:
         self.store = RedisJobs({KIND: self._read_pages, MASK: self._mask_pages}, redis_url, "ocr", lease_s=lease_s,
                                timeout_s=timeout_s, ttl_s=ttl_s, max_queued=max_queued, workers=workers,
                                parts=(PAGES, MASKED, PNG), tracer_provider=tracer_provider)
-        # The OCR cache shares the job store's Redis; 0 turns it off (--ocr-cache-ttl-s).
-        self.cache = OcrCache(self.store.redis, ttl_s=cache_ttl_s, timeout_s=timeout_s,
+        # The OCR cache on its own (evicting) Redis, else the job store's; 0 turns it off (--ocr-cache-ttl-s).
+        self._cache_redis: Any = None
+        if cache_redis_url and cache_ttl_s > 0:
+            import redis.asyncio as aioredis
+
+            self._cache_redis = aioredis.from_url(cache_redis_url, socket_timeout=timeout_s,
+                                                  socket_connect_timeout=timeout_s)
+        self.cache = OcrCache(self._cache_redis or self.store.redis, ttl_s=cache_ttl_s, timeout_s=timeout_s,
                               revision=cache_revision) if cache_ttl_s > 0 else None
 
     @property
@@ -119,6 +125,8 @@ class JobStore:
     async def close(self) -> None:
         """Stop workers (a job in progress is requeued by the next instance whose reaper runs)."""
         await self.store.close()
+        if self._cache_redis is not None:
+            await self._cache_redis.aclose()
 
     async def submit(self, contents: list[bytes], options: ExtractOptions, masking: dict | None = None) -> dict:
         """Validate every upload (decoding it), store the job, queue it; returns its state.

@@ -34,7 +34,7 @@ class CatalogAdmin:
         s = self.state
         meta = await s.run_db(s.store.create_catalog, name, fields, revision, s.analyzer.info.label(), s.dim, 64.0,
                               s.layout.label())
-        self.state.meta_cache[name] = meta
+        self.state.remember(meta)
         return meta, 0
 
     async def describe(self, name: str) -> tuple[CatalogMeta, int]:
@@ -54,7 +54,7 @@ class CatalogAdmin:
             raise FailedPrecondition(f"collection {name!r} is being reindexed; delete it after the reindex finishes")
         async with self.state.gates[name].exclusive():  # no write in flight; later ones find no catalog
             await self.state.meta(name)  # NotFound when a concurrent delete won
-            self.state.meta_cache.pop(name, None)
+            self.state.forget(name)
             out = await self.state.run_db(self.state.store.delete_catalog, name)
         self.state.gates.pop(name, None)
         return out

@@ -53,6 +53,14 @@ class RetrievalSettings(ServiceSettings):
         description="further embedding services (host:port, comma-separated), each serving another model revision "
                     "during a model change: a collection is written and searched with the instance serving its own "
                     "revision, and a reindex may upgrade it to any served revision (empty: embedding_target only)")
+    role: Literal["writer", "reader"] = Field(
+        "writer", description="writer: takes every call (one per store: writes, reindexes, upgrades and rollbacks "
+                              "coordinate inside it); reader: searches and describes only, refusing writes "
+                              "(FAILED_PRECONDITION), for the replicas that scale searches out")
+    meta_ttl_s: float = Field(
+        1.0, gt=0, le=60, description="how long a catalog's metadata read from the store is trusted before it is "
+                                      "read again: a reader follows the writer's swaps within this time (a "
+                                      "search of a version dropped meanwhile is retried on the live one)")
     rollback_grace_s: float = Field(
         3600.0, ge=0, le=30 * 86400, description="how long an upgrade keeps the version it replaced, written along, "
                                                  "for POST /v1/collections/{name}/rollback; 0 drops it at the swap")

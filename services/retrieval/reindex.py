@@ -173,7 +173,7 @@ class Reindexer:
                     new_meta.previous = None
                 await self.state.run_db(self.state.store.swap_alias, name, new_collection)
                 await self.state.run_db(self.state.store.put_meta, new_meta)
-                self.state.meta_cache[name] = new_meta
+                self.state.remember(new_meta)
                 del self.state.pending[name]
                 old, new_collection = meta.collection, None
             for collection in drop:
@@ -249,7 +249,7 @@ class Reindexer:
                                {"docs_written": int(prev.get("docs_written", 0))}, layout=prev["layout"])
             await self.state.run_db(self.state.store.swap_alias, name, back.collection)
             await self.state.run_db(self.state.store.put_meta, back)
-            self.state.meta_cache[name] = back
+            self.state.remember(back)
         await self._drop_when_unused(meta.collection)
         log.info("collection %r rolled back to %s (revision %s); %s removed", name, back.collection,
                  back.embedding_revision, meta.collection)
@@ -269,7 +269,7 @@ class Reindexer:
                 kept = live.previous["collection"]
                 live.previous = None
                 await self.state.run_db(self.state.store.put_meta, live)
-                self.state.meta_cache[m.name] = live
+                self.state.remember(live)
             await self._drop_when_unused(kept)
             gone.append(kept)
             log.info("collection %r: the version kept for a rollback (%s) was removed at the end of its grace period",

@@ -23,11 +23,15 @@ class Retriever:
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
                  default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None,
-                 others: list[Embedder] | None = None, grace_s: float = 3600.0) -> None:
+                 others: list[Embedder] | None = None, grace_s: float = 3600.0, meta_ttl_s: float = 1.0,
+                 reader: bool = False) -> None:
         self.state = CatalogState(store, analyzer, embedder, dim=dim, k1=k1, b=b, embed_timeout_s=embed_timeout_s,
                                   default_fusion=default_fusion, default_rrf_k=default_rrf_k,
                                   default_dense_weight=default_dense_weight, layout=layout, others=others,
-                                  grace_s=grace_s)
+                                  grace_s=grace_s, meta_ttl_s=meta_ttl_s)
+        # A reader refuses every write (RetrievalServicer): the write gate, the record of writes during a
+        # reindex and the drop of replaced versions live in the one writer's process.
+        self.reader = reader
         self.store = store
         self.admin = CatalogAdmin(self.state)
         self.documents = DocumentWrites(self.state)

@@ -10,6 +10,8 @@ from opentelemetry import trace
 from services.bootstrap.errors import (
     DependencyUnavailable,
     FailedPrecondition,
+    MeshError,
+    NotFound,
 )
 from services.retrieval.korean.bm25 import Bm25
 from services.retrieval.passages import Layout
@@ -34,6 +36,20 @@ class CatalogSearch:
         """Hybrid / dense / keyword search; keyword-only (degraded) when no query vector can be had."""
         start = time.perf_counter()
         meta = await self.state.meta(name)
+        try:
+            return await self._counted(meta, q, deadline_s, start)
+        except Exception as err:
+            if isinstance(err, MeshError) and not isinstance(err, NotFound):
+                raise
+            # The writer (another replica) may have swapped and dropped the version this copy of the
+            # metadata names: search the live one once; a failure with the same version is the store's.
+            live = await self.state.meta(name, fresh=True)
+            if live.collection == meta.collection:
+                raise
+            return await self._counted(live, q, deadline_s, start)
+
+    async def _counted(self, meta: CatalogMeta, q: SearchQuery, deadline_s: float | None,
+                       start: float) -> SearchOutcome:
         self.state.inflight[meta.collection] += 1
         try:
             return await self._search(meta, q, deadline_s, start)

@@ -19,7 +19,7 @@ from services.retrieval.korean.analyzer import KoreanAnalyzer
 from services.retrieval.retriever import Retriever
 from services.retrieval.servicer import RetrievalServicer
 from services.retrieval.state import Embedder
-from services.retrieval.store import open_store, store_options
+from services.retrieval.store import CatalogStore, open_store, store_options
 from services.runtime.errors import StartupError
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ class RetrievalService:
     embedder: Embedder
     others: list[Embedder] = field(default_factory=list)
     _sweeper: asyncio.Task[None] | None = None
+    owns_store: bool = True  # False: a store shared with other replicas in this process (tests), closed by its owner
 
     @property
     def port(self) -> int:
@@ -42,13 +43,15 @@ class RetrievalService:
         return self.mesh.port
 
     async def warm_up(self) -> None:
-        """Remove what an interrupted reindex left, warm the analyzer, then report SERVING.
+        """Remove what an interrupted reindex left (the writer), warm the analyzer, then report SERVING.
 
         The embedding service may come later.
         """
-        await self.retriever.reindexer.drop_leftovers()
+        if not self.retriever.reader:  # leftovers and replaced versions are the writer's to drop (a reader
+            # would take the writer's reindex in progress for a leftover)
+            await self.retriever.reindexer.drop_leftovers()
+            self._sweeper = asyncio.ensure_future(self._expire_kept_versions())
         await self.retriever.state.terms(["워밍업 문장입니다"])
-        self._sweeper = asyncio.ensure_future(self._expire_kept_versions())
         await self.mesh.set_serving(True)
 
     async def _expire_kept_versions(self) -> None:
@@ -69,7 +72,8 @@ class RetrievalService:
         await self.embedder.close()
         for other in self.others:
             await other.close()
-        self.retriever.store.close()
+        if self.owns_store:
+            self.retriever.store.close()
 
     async def close(self, grace: float = 1.0) -> None:
         """Stop serving, then release (services/bootstrap/lifecycle.py)."""
@@ -82,8 +86,15 @@ async def create_retrieval_service(
     embedder: Embedder | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     registry: CollectorRegistry = REGISTRY,
+    store: CatalogStore | None = None,
 ) -> RetrievalService:
-    """Create (not start) the service; ``embedder`` overrides the gRPC one (tests inject faults)."""
+    """Create (not start) the service; ``embedder`` overrides the gRPC one (tests inject faults).
+
+    ``store``: an open store shared with other replicas of this process (the embedded engine's folder
+    cannot be opened by two; tests of several replicas share one), left open when this service closes.
+    """
+    if store is not None:
+        return await _create(settings, store, False, embedder, tracer_provider, registry)
     if settings.qdrant_location not in (":memory:",) and not settings.qdrant_location.startswith("http"):
         import os
 
@@ -97,6 +108,11 @@ async def create_retrieval_service(
     except (RuntimeError, OSError, ValueError) as exc:  # e.g. the folder is held by another process
         raise StartupError(f"cannot open Qdrant at {settings.qdrant_location!r} (--qdrant-location): "
                            f"{' '.join(str(exc).split())}") from exc
+    return await _create(settings, store, True, embedder, tracer_provider, registry)
+
+
+async def _create(settings: RetrievalSettings, store: CatalogStore, owns_store: bool, embedder: Embedder | None,
+                  tracer_provider: trace.TracerProvider | None, registry: CollectorRegistry) -> RetrievalService:
     analyzer = KoreanAnalyzer(settings.term_profile, settings.analyzer)
     embedder = embedder or GrpcEmbedder(settings.embedding_target)
     others: list[Embedder] = [GrpcEmbedder(t) for t in settings.more_targets()]
@@ -111,10 +127,11 @@ async def create_retrieval_service(
     retriever = Retriever(store, analyzer, embedder, k1=settings.bm25_k1, b=settings.bm25_b,
                           embed_timeout_s=settings.embed_timeout_s, default_fusion=settings.fusion,
                           default_rrf_k=settings.rrf_k, default_dense_weight=settings.dense_weight,
-                          layout=settings.layout(), others=others, grace_s=settings.rollback_grace_s)
+                          layout=settings.layout(), others=others, grace_s=settings.rollback_grace_s,
+                          meta_ttl_s=settings.meta_ttl_s, reader=settings.role == "reader")
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, RetrievalServicer(retriever))],
                                tracer_provider=tracer_provider, registry=registry,
                                dependencies=dependencies,
                                capabilities={"": Requirement(store_needed), "dense": needs_embedding,
                                              "ingest": needs_embedding})
-    return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder, others=others)
+    return RetrievalService(mesh=mesh, retriever=retriever, embedder=embedder, others=others, owns_store=owns_store)

@@ -11,7 +11,7 @@ import grpc
 from google.protobuf import struct_pb2
 from mesh.retrieval.v1 import retrieval_pb2 as pb
 
-from services.bootstrap.errors import InvalidInput, MeshError, Violation
+from services.bootstrap.errors import FailedPrecondition, InvalidInput, MeshError, Violation
 from services.retrieval import convert
 from services.retrieval.gate import DEFAULT_MARGIN, Gate, GateQuery
 from services.retrieval.query import Document
@@ -19,13 +19,21 @@ from services.retrieval.retriever import Retriever
 
 
 class RetrievalServicer:
-    """Implements mesh.retrieval.v1.RetrievalService over a :class:`Retriever`."""
+    """Implements mesh.retrieval.v1.RetrievalService over a :class:`Retriever` (a reader's refuses writes)."""
 
     def __init__(self, retriever: Retriever) -> None:
         self.retriever = retriever
 
+    def _writer(self) -> None:
+        """Refuse a write on a reader: writes coordinate in the one writer's process."""
+        if self.retriever.reader:
+            raise FailedPrecondition("this retrieval instance is a reader (--role reader): create, write, delete, "
+                                     "reindex and roll back through the writer (the gateway's "
+                                     "--retrieval-writer-target)")
+
     async def CreateCollection(self, request, context):  # noqa: N802
         """Create a catalog."""
+        self._writer()
         meta, count = await self.retriever.admin.create(request.name, convert.fields_from_proto(request.fields))
         return pb.CreateCollectionResponse(collection=convert.collection_info(meta, count))
 
@@ -41,11 +49,13 @@ class RetrievalServicer:
 
     async def DeleteCollection(self, request, context):  # noqa: N802
         """Remove a catalog and its data."""
+        self._writer()
         collection, documents = await self.retriever.admin.delete_catalog(request.name)
         return pb.DeleteCollectionResponse(collection=collection, documents=documents)
 
     async def UpsertDocuments(self, request, context):  # noqa: N802
         """Write one batch (within the caller's deadline)."""
+        self._writer()
         out = await self.retriever.documents.upsert(request.collection, _documents(request.documents),
                                           context.time_remaining())
         return pb.UpsertDocumentsResponse(upserted=out.upserted, embed_ns=out.embed_ns, tokenize_ns=out.tokenize_ns,
@@ -53,6 +63,7 @@ class RetrievalServicer:
 
     async def UpsertDocumentsStream(self, requests, context) -> AsyncIterator[pb.UpsertDocumentsStreamResponse]:  # noqa: N802
         """Write batches in order; a rejected batch is reported and the stream goes on."""
+        self._writer()
         start = time.perf_counter()
         batches = failed = total = 0
         async for req in requests:
@@ -75,6 +86,7 @@ class RetrievalServicer:
 
     async def DeleteDocuments(self, request, context):  # noqa: N802
         """Remove documents."""
+        self._writer()
         n = await self.retriever.documents.delete(request.collection, list(request.ids))
         return pb.DeleteDocumentsResponse(requested=n)
 
@@ -93,6 +105,7 @@ class RetrievalServicer:
 
     async def Reindex(self, request, context) -> AsyncIterator[pb.ReindexResponse]:  # noqa: N802
         """Rebuild and swap (an upgrade when another embedding revision is named), streaming progress."""
+        self._writer()
         gate = _gate(request) if request.HasField("gate") else None
         args = (request.collection, request.batch_size or 64, request.embedding_revision, gate, request.grace_s)
         if request.validate_only:
@@ -116,6 +129,7 @@ class RetrievalServicer:
 
     async def Rollback(self, request, context):  # noqa: N802
         """Point the alias back at the version the last upgrade replaced."""
+        self._writer()
         meta, count, removed = await self.retriever.reindexer.rollback(request.name)
         return pb.RollbackResponse(collection=convert.collection_info(meta, count), removed_collection=removed)
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, FailedPrecondition
+from services.bootstrap.errors import DeadlineExceeded, DependencyUnavailable, FailedPrecondition, NotFound
 from services.retrieval.fusion import ScoredDoc
 from services.retrieval.hybrid import HybridSearcher
 from services.retrieval.korean.analyzer import KoreanAnalyzer
@@ -167,7 +167,7 @@ class CatalogState:
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
                  default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None,
-                 others: list[Embedder] | None = None, grace_s: float = 3600.0) -> None:
+                 others: list[Embedder] | None = None, grace_s: float = 3600.0, meta_ttl_s: float = 1.0) -> None:
         self.store = store
         self.grace_s = grace_s  # how long an upgrade keeps the version it replaced, for a rollback
         # New catalogs, and every catalog a reindex rebuilds, take this layout; writes keep a catalog's own.
@@ -188,7 +188,11 @@ class CatalogState:
         # Per catalog: writes hold its gate shared; a reindex holds it alone to start recording and to swap.
         self.gates: defaultdict[str, WriteGate] = defaultdict(WriteGate)
         self.pending: dict[str, PendingWrites] = {}  # writes to replay into a reindex's new collection
+        # Catalog metadata as last read from the store, re-read once older than ``meta_ttl_s``: several
+        # replicas share the store, and one (the writer) may swap a catalog's live version at any time.
+        self.meta_ttl_s = meta_ttl_s
         self.meta_cache: dict[str, CatalogMeta] = {}
+        self._meta_read: dict[str, float] = {}
         # Searches in flight per versioned collection: a reindex drops the old collection only
         # once none still use it (a search may have read the old alias target just before a swap).
         self.inflight: Counter[str] = Counter()
@@ -201,12 +205,31 @@ class CatalogState:
         """Terms of ``texts`` on the analyser's one thread."""
         return await asyncio.get_running_loop().run_in_executor(self.nlp_thread, self.analyzer.terms_batch, texts)
 
-    async def meta(self, name: str) -> CatalogMeta:
-        """Catalog metadata (cached; refreshed by writes and reindex)."""
+    async def meta(self, name: str, fresh: bool = False) -> CatalogMeta:
+        """Catalog metadata: this process's copy, re-read from the store when ``fresh`` or older than ``meta_ttl_s``.
+
+        NotFound (and the copy forgotten) when the catalog no longer exists.
+        """
         check_name(name)
-        if name not in self.meta_cache:
-            self.meta_cache[name] = await self.run_db(self.store.get_meta, name)
+        read = self._meta_read.get(name)
+        if fresh or name not in self.meta_cache or read is None or time.monotonic() - read >= self.meta_ttl_s:
+            try:
+                meta = await self.run_db(self.store.get_meta, name)
+            except NotFound:
+                self.forget(name)
+                raise
+            self.remember(meta)
         return self.meta_cache[name]
+
+    def remember(self, meta: CatalogMeta) -> None:
+        """Keep ``meta`` as this process's copy (just written or read)."""
+        self.meta_cache[meta.name] = meta
+        self._meta_read[meta.name] = time.monotonic()
+
+    def forget(self, name: str) -> None:
+        """Drop this process's copy of a catalog's metadata."""
+        self.meta_cache.pop(name, None)
+        self._meta_read.pop(name, None)
 
     def check_analyzer(self, meta: CatalogMeta) -> None:
         """Refuse a collection tokenised by another analyser."""

@@ -242,8 +242,8 @@ def test_compose_profile_is_valid(profile):
 def test_compose_profiles_hold_the_mesh():
     """cpu: today's mesh and its backing services; gpu: Triton and vLLM on reserved GPUs instead."""
     cpu, gpu = compose_config("cpu")["services"], compose_config("gpu")["services"]
-    common = {"retrieval", "ocr", "gateway", "qdrant", "redis-cache", "redis-jobs", "prometheus", "alertmanager",
-              "grafana", "jaeger"}
+    common = {"retrieval", "ocr", "gateway", "qdrant", "redis-cache", "redis-jobs", "redis-sessions", "prometheus",
+              "alertmanager", "grafana", "jaeger"}
     assert common | {"embedding", "reasoning", "llm"} <= set(cpu)
     assert common | {"embedding-gpu", "reasoning-gpu", "triton", "triton-repo", "vllm"} <= set(gpu)
     assert not {"triton", "vllm"} & set(cpu) and not {"embedding", "reasoning", "llm"} & set(gpu)
@@ -256,6 +256,9 @@ def test_compose_profiles_hold_the_mesh():
     assert "--enable-prefix-caching" in gpu["vllm"]["command"]
     assert gpu["embedding-gpu"]["environment"]["MESH_EMBEDDING_ENGINE"] == "triton"
     assert "allkeys-lru" in cpu["redis-cache"]["command"] and "--maxmemory" in cpu["redis-cache"]["command"]
+    sessions = cpu["redis-sessions"]["command"]  # sessions never evicted, kept across restarts
+    assert sessions[sessions.index("--maxmemory-policy") + 1] == "noeviction" and "--appendonly" in sessions
+    assert cpu["gateway"]["environment"]["MESH_GATEWAY_SESSIONS_REDIS_URL"].startswith("redis://redis-sessions:")
     assert cpu["gateway"]["environment"]["MESH_GATEWAY_API_KEYS"], "API keys must be on by default"
     published = {name for name, svc in cpu.items() if svc.get("ports")}
     assert "gateway" in published and not published & {"embedding", "retrieval", "reasoning", "ocr", "qdrant"}
@@ -376,15 +379,17 @@ def test_network_policies(overlay):
         if p["spec"]["podSelector"]:
             app = p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"]
             admitted.setdefault(app, set()).update(*(_sources(r) for r in p["spec"].get("ingress", [])))
-    for obj in workloads(objs):
-        assert obj["metadata"]["name"] in admitted, f"no NetworkPolicy selects {obj['metadata']['name']}"
+    for obj in workloads(objs):  # policies select pods by their name label (the retrieval writer's is retrieval)
+        app = obj["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
+        assert app in admitted, f"no NetworkPolicy selects {obj['metadata']['name']}"
     callers = {name: admitted[name] - {"ns:monitoring"} for name in admitted}
     assert callers["gateway"] == {"*"}
     assert [name for name, src in callers.items() if "*" in src] == ["gateway"], "only the gateway is open"
     assert callers["embedding"] == {"gateway", "retrieval"}
-    for name in ("retrieval", "reasoning", "ocr", "redis-cache"):
+    for name in ("retrieval", "reasoning", "ocr", "redis-sessions"):
         assert callers[name] == {"gateway"}, name
     assert callers["redis-jobs"] == {"ocr", "gateway"}  # OCR jobs and the gateway's ingest/reindex jobs
+    assert callers["redis-cache"] == {"gateway", "ocr"}  # the caches: query vectors, task answers, OCR pages
     assert callers["qdrant"] == {"retrieval", "qdrant"}
     if overlay == "gpu":
         assert callers["triton"] == {"embedding"} and callers["vllm"] == {"reasoning"}
@@ -408,6 +413,12 @@ def test_qdrant_cluster_and_redis(overlay):
     assert retrieval["MESH_RETRIEVAL_QDRANT_LOCATION"].startswith("http://qdrant:")
     args = container(find(objs, "Deployment", "redis-cache"), "redis")["args"]
     assert args[args.index("--maxmemory-policy") + 1] == "allkeys-lru" and "--maxmemory" in args
+    sessions = find(objs, "StatefulSet", "redis-sessions")  # interviews, conversations: kept, on a volume
+    args = container(sessions, "redis")["args"]
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction" and args[args.index("--appendonly") + 1] == "yes"
+    assert sessions["spec"]["volumeClaimTemplates"]
+    gateway = settings_of(workload(objs, "gateway"), objs)
+    assert gateway["MESH_GATEWAY_SESSIONS_REDIS_URL"].startswith("redis://redis-sessions:")
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -498,3 +509,25 @@ def test_every_copied_path_survives_the_build_context_filter():
                 missing.append(source)
             assert (ROOT / source).exists(), source
     assert not missing, missing
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_retrieval_has_one_writer_and_reader_replicas(overlay):
+    """Writes coordinate in one process: one writer pod (never two, even in a rollout), readers scaled by the HPA."""
+    objs = objects(overlay)
+    writer, readers = workload(objs, "retrieval-writer"), workload(objs, "retrieval")
+    assert writer["spec"]["replicas"] == 1 and writer["spec"]["strategy"]["type"] == "Recreate"
+
+    def role(obj: dict) -> str:
+        env = {e["name"]: e.get("value") for e in container(obj, "retrieval").get("env", [])}
+        return env["MESH_RETRIEVAL_ROLE"]
+
+    assert (role(writer), role(readers)) == ("writer", "reader")
+    hpa = [o for o in objs if o["kind"] == "HorizontalPodAutoscaler" and o["metadata"]["name"] == "retrieval"]
+    assert hpa and hpa[0]["spec"]["scaleTargetRef"]["name"] == "retrieval"  # the readers, never the writer
+    assert not [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"
+                and o["spec"]["scaleTargetRef"]["name"] == "retrieval-writer"]
+    service = find(objs, "Service", "retrieval-writer")
+    assert service["spec"]["selector"]["mesh.korean/role"] == "writer"
+    gateway = settings_of(workload(objs, "gateway"), objs)
+    assert gateway["MESH_GATEWAY_RETRIEVAL_WRITER_TARGET"].startswith("retrieval-writer:")

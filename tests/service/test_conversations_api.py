@@ -109,3 +109,24 @@ async def test_bad_turns_and_a_turn_that_contradicts_itself(gifts):
     assert both["profile"]["excluded_categories"] == ["향수"] and both["profile"]["categories"] == []
     assert any("both wanted and excluded" in n for n in both["notes"])
     assert (await gifts.get(f"/v1/conversations/{cid}")).json()["turns"][0]["notes"] == both["notes"]
+
+
+async def test_a_conversation_keeps_its_latest_turns_and_counts_the_rest(embedding_service, retrieval_port, gifts):
+    # Before: every turn was kept with its profile, and each turn read the whole hash (no bound).
+    standin = ChatStandIn(reply)
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            app = gateway_app(embedding_service.port, retrieval_port, reasoning_targets=f"127.0.0.1:{svc.port}",
+                              conversation_max_turns=2)
+            async with asgi_client(app) as http:
+                cid = await _start(http)
+                for text in ("아내 생일 선물 찾는데요", "예산은 10만 원 정도예요", "향수는 빼 주세요"):
+                    r = await http.post(f"/v1/conversations/{cid}/turns", json={"text": text, "top_k": 5})
+                    assert r.status_code == 200, r.text
+                state = (await http.get(f"/v1/conversations/{cid}")).json()
+                assert [t["text"] for t in state["turns"]] == ["예산은 10만 원 정도예요", "향수는 빼 주세요"]
+                assert state["earlier_turns"] == 1
+                # The dropped turn's effect stays in the profile.
+                assert (state["profile"]["recipient"], state["profile"]["budget_max"]) == ("아내", 100_000)
+    finally:
+        standin.close()

@@ -331,3 +331,33 @@ async def test_the_job_store_runs_on_a_three_node_redis_cluster(tmp_path):
             assert (await b.get(other.id)).errors == ["cancelled before it started"]
         finally:
             await b.close()
+
+
+async def test_a_job_whose_write_finds_the_store_full_ends_failed_with_its_reason(tmp_path):
+    """Before (issue 59): an OOM on a part's write was 'Redis unavailable': the job stayed leased and was
+    retried from the first page until its keys expired. Now it ends failed, naming the full store, and its
+    partial results are removed so that the failed record can be written."""
+    import redis
+
+    from services.runtime.jobs.redis import RedisJobs
+    from support import RedisServer
+
+    async def fill(record: JobRecord, payload: bytes, ctx: JobContext) -> None:
+        for page in range(50):  # 50 x 200 kB: far past the 2 MB below
+            await ctx.write_part("png", {str(page): b"x" * 200_000})
+
+    with RedisServer(tmp_path / "full") as server:
+        direct = redis.Redis.from_url(server.url_for(0))
+        direct.config_set("maxmemory", "3mb")
+        direct.config_set("maxmemory-policy", "noeviction")
+        jobs = RedisJobs({"mask": fill}, server.url_for(0), f"t{uuid.uuid4().hex[:6]}", parts=("png",), ttl_s=600)
+        await jobs.start()
+        try:
+            record = await jobs.submit("mask", "scan", b"upload")
+            done = await eventually_async(lambda: jobs.get(record.id), lambda r: r.state in ("failed", "succeeded"),
+                                          timeout_s=30, what="the job ended")
+            assert done.state == "failed" and "job store full" in done.errors[-1], done.errors
+            assert not await jobs.read_part(record.id, "png")  # partial results removed
+        finally:
+            await jobs.close()
+            direct.close()

@@ -269,3 +269,33 @@ async def test_without_a_vlm_the_failure_is_reported(ocr):
     page = (await stub.Extract(pb.ExtractRequest(content=blank.getvalue()), timeout=30)).pages[0]
     assert page.fallback_reason == "no_text" and page.fallback_error.startswith("vlm_disabled")
     assert page.text == "" and page.engine == pb.ENGINE_TESSERACT
+
+
+async def test_cached_pages_live_on_an_evicting_redis_and_jobs_succeed_when_it_is_full(redis_url, tmp_path):
+    """Before (issue 59): the OCR cache shared the job store's Redis (noeviction), so cached pages filled it.
+
+    Now the cache has its own URL: a small allkeys-lru Redis, filled to its maxmemory beforehand, evicts
+    instead of refusing, no cached page lands in the job store, and every job succeeds.
+    """
+    import redis
+
+    from support import RedisServer
+
+    with RedisServer(tmp_path / "ocr-cache") as cache:
+        direct = redis.Redis.from_url(cache.url_for(0))
+        direct.config_set("maxmemory", "2mb")
+        direct.config_set("maxmemory-policy", "allkeys-lru")
+        for i in range(400):  # 4 MB of other cached values through the 2 MB cache: full before the jobs
+            direct.set(f"qv:{i}", b"x" * 10_000)
+        db = redis_url.rsplit("/", 1)[0] + "/6"  # own database: only this instance's worker takes the jobs
+        async with running_ocr(**settings(db, cache_redis_url=cache.url_for(0))) as service, \
+                grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            stub = pb_grpc.OcrServiceStub(channel)
+            for name in ("receipt-00", "receipt-00", "paragraph-00"):  # the second read is a cache hit
+                job = (await stub.SubmitJob(pb.SubmitJobRequest(contents=[SAMPLES[name].png()]), timeout=30)).job
+                assert (await _wait_done(stub, job.job_id)).state == pb.JOB_STATE_SUCCEEDED
+            jobs_store = redis.Redis.from_url(db)
+            assert not list(jobs_store.scan_iter("ocr-cache:*"))  # nothing cached in the job store
+            assert list(direct.scan_iter("ocr-cache:*")) and int(direct.info("stats")["evicted_keys"]) > 0
+            jobs_store.close()
+        direct.close()

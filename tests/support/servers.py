@@ -71,27 +71,28 @@ async def running_server(mesh: MeshServer, grace: float = 0.1) -> AsyncIterator[
 
 
 @asynccontextmanager
-async def running_retrieval(folder: Path | str, embedding_port: int, *, embedder: Any = None,
+async def running_retrieval(folder: Path | str, embedding_port: int, *, embedder: Any = None, store: Any = None,
                             **settings: Any) -> AsyncIterator[RetrievalService]:
     """A retrieval service on port 0 over Qdrant local mode in ``folder`` and the embedding service on
-    ``embedding_port`` (through ``embedder`` when one is given), running for the block."""
+    ``embedding_port`` (through ``embedder`` when one is given), running for the block; ``store``: another
+    replica's open store instead of the folder's (several replicas in one process)."""
     from services.retrieval.config import RetrievalSettings  # here: unit tests of bare servers skip Qdrant's import
     from services.retrieval.server import create_retrieval_service
 
     config = RetrievalSettings(**{"port": 0, "metrics_port": -1, "qdrant_location": str(folder),
                                   "embedding_target": f"127.0.0.1:{embedding_port}", **settings})
-    service = await create_retrieval_service(config, embedder=embedder, registry=CollectorRegistry())
+    service = await create_retrieval_service(config, embedder=embedder, registry=CollectorRegistry(), store=store)
     async with running(service):
         yield service
 
 
 @asynccontextmanager
-async def retrieval_stub(folder: Path | str, embedding_port: int, *, embedder: Any = None,
+async def retrieval_stub(folder: Path | str, embedding_port: int, *, embedder: Any = None, store: Any = None,
                          **settings: Any) -> AsyncIterator[tuple[RetrievalService, RetrievalServiceStub]]:
     """:func:`running_retrieval` and a stub on a channel to it, for the block: (the service, the stub)."""
     from mesh.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
 
-    async with running_retrieval(folder, embedding_port, embedder=embedder, **settings) as service, \
+    async with running_retrieval(folder, embedding_port, embedder=embedder, store=store, **settings) as service, \
             grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         yield service, RetrievalServiceStub(channel)
 

@@ -6,7 +6,9 @@ import json
 import httpx
 import pytest
 
-from gateway.http.admission import RateLimit, Shedding, TokenBuckets
+from gateway.app import admission_groups
+from gateway.config import GatewaySettings
+from gateway.http.admission import Group, RateLimit, Shedding, Slots, TokenBuckets
 from gateway.http.telemetry import RequestTelemetry
 
 
@@ -59,7 +61,7 @@ def held_app():
 
 async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
     slow, release, entered = held_app()
-    app = Shedding(slow, limits={"/v1/search": 2}, wait_s=0.05)
+    app = Shedding(slow, [Group(Slots("search", 2), ("/v1/search",))], wait_s=0.05)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
         held = [asyncio.create_task(http.post("/v1/search")) for _ in range(2)]
         for _ in range(2):
@@ -74,7 +76,7 @@ async def test_shedding_refuses_beyond_the_cap_instead_of_queueing():
 
 async def test_a_shed_chat_completion_is_429_in_openais_shape():
     slow, release, entered = held_app()
-    app = Shedding(slow, limits={"/v1/chat": 1}, wait_s=0.05)
+    app = Shedding(slow, [Group(Slots("llm", 1), ("/v1/chat",))], wait_s=0.05)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
         held = asyncio.create_task(http.post("/v1/chat"))
         await entered.acquire()
@@ -84,6 +86,43 @@ async def test_a_shed_chat_completion_is_429_in_openais_shape():
                                                              "code": "overloaded"}
         release.set()
         assert (await held).status_code == 200
+
+
+async def test_every_llm_route_draws_on_one_cap_and_reads_take_none():
+    # Before: a semaphore per path prefix, so the cap was granted once per route group (six times in
+    # all) and reading an interview took an LLM slot.
+    slow, release, entered = held_app()
+    slots = Slots("llm", 1)
+    groups = admission_groups(GatewaySettings(max_inflight_llm=1), slots)
+    app = Shedding(slow, groups, wait_s=0.05)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        held = asyncio.create_task(http.post("/v1/chat"))
+        await entered.acquire()
+        for path in ("/v1/answers", "/v1/tasks/resume_analysis", "/v1/interviews/x/answers",
+                     "/v1/conversations", "/v1/summaries", "/v1/recommendations"):
+            refused = await http.post(path)
+            assert refused.status_code == 429 and "(llm)" in refused.json()["error"]["message"], path
+        reading = asyncio.create_task(http.get("/v1/interviews/x"))  # a read of stored state: no slot
+        await entered.acquire()
+        assert not await slots.try_acquire()  # background work (a preparation) is skipped, not queued
+        release.set()
+        assert [(await t).status_code for t in (held, reading)] == [200, 200]
+        assert await slots.try_acquire()  # given back
+        slots.release()
+
+
+async def test_a_request_refused_by_its_second_cap_gives_the_first_back():
+    slow, release, entered = held_app()
+    search, llm = Slots("search", 4), Slots("llm", 1)
+    app = Shedding(slow, [Group(search, ("/v1/search", "/v1/recommendations")),
+                          Group(llm, ("/v1/recommendations",), frozenset({"POST"}))], wait_s=0.05)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        held = asyncio.create_task(http.post("/v1/recommendations"))
+        await entered.acquire()
+        assert (await http.post("/v1/recommendations")).status_code == 429
+        release.set()
+        assert (await held).status_code == 200
+        assert [await search.try_acquire() for _ in range(4)] == [True] * 4  # every search slot came back
 
 
 async def test_a_request_cut_off_by_shutdown_gets_503_not_500():
@@ -110,3 +149,21 @@ async def test_a_request_cut_off_by_shutdown_gets_503_not_500():
         await task
     assert sent[0]["status"] == 503 and (b"retry-after", b"1") in sent[0]["headers"]
     assert json.loads(sent[1]["body"])["error"]["retryable"] is True
+
+
+async def test_an_interview_preparation_takes_an_llm_slot_or_is_skipped():
+    # Before: preparations ran outside any cap. Now one takes a slot of the shared LLM cap when one is
+    # free, and is skipped (the question written when the answer comes) when none is.
+    from prometheus_client import REGISTRY
+
+    from gateway.interviews.sessions import Interviews
+    from gateway.tasks.store import MemoryKeyValue
+
+    slots = Slots("llm", 1)
+    interviews = Interviews(None, MemoryKeyValue(), ttl_s=60, follow_up_below=0, slots=slots)  # type: ignore[arg-type]
+    assert await slots.try_acquire()  # a chat holds the only slot
+    before = REGISTRY.get_sample_value("mesh_gateway_interview_preparations_total", {"outcome": "skipped"}) or 0
+    await interviews._prepared("a" * 32, 2)  # would need the task runner (None here) if it ran
+    after = REGISTRY.get_sample_value("mesh_gateway_interview_preparations_total", {"outcome": "skipped"})
+    assert after == before + 1
+    slots.release()

@@ -34,6 +34,7 @@ from services.runtime.jobs.records import (
     JobContext,
     JobNotFound,
     JobRecord,
+    JobStoreFull,
     JobStoreUnavailable,
     LeaseLost,
     StoreMonitor,
@@ -111,6 +112,9 @@ class Jobs(ABC):
     @abstractmethod
     async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes], fence: int | None) -> None:
         ...
+
+    async def drop_parts(self, job_id: str) -> None:  # noqa: B027 - the in-process store never fills
+        """Remove a job's parts (a job that failed because the store is full)."""
 
     @abstractmethod
     async def read_part(self, job_id: str, part: str) -> dict[str, bytes]:
@@ -264,6 +268,13 @@ class Jobs(ABC):
         except Cancelled:
             record.state, record.errors = "failed", [*record.errors, "cancelled"]
             record.cancel_requested = True
+        except JobStoreFull as exc:
+            # Retrying would fill it again from the first page: the job ends failed, its partial results
+            # removed so that the failed record itself can be written.
+            log.warning("%s job %s failed: %s", record.kind, record.id, exc)
+            record.state, record.errors = "failed", [*record.errors, f"{exc}; its partial results were removed, "
+                                                                      "submit it again later"]
+            await self.drop_parts(record.id)
         except (asyncio.CancelledError, JobStoreUnavailable, LeaseLost):
             raise  # stopping, Redis lost (the job stays leased, resumes elsewhere), or another attempt holds it
         except Exception as exc:  # noqa: BLE001 - a job always ends, with its reason; the traceback is logged

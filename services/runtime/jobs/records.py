@@ -26,6 +26,10 @@ class JobStoreUnavailable(RuntimeError):
     """The job store (Redis) cannot be reached."""
 
 
+class JobStoreFull(JobStoreUnavailable):
+    """The job store refused a write for memory (Redis at maxmemory, noeviction): the job fails, not retried."""
+
+
 class QueueFull(RuntimeError):
     """Too many jobs are waiting; retry later."""
 

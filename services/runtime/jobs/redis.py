@@ -32,7 +32,15 @@ from collections.abc import Awaitable
 from typing import Any
 
 from services.runtime.jobs.base import Handler, Jobs
-from services.runtime.jobs.records import JobNotFound, JobRecord, JobStoreUnavailable, LeaseLost, QueueFull, now_ms
+from services.runtime.jobs.records import (
+    JobNotFound,
+    JobRecord,
+    JobStoreFull,
+    JobStoreUnavailable,
+    LeaseLost,
+    QueueFull,
+    now_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +160,18 @@ class RedisJobs(Jobs):
         return f"{self.prefix}:job:{job_id}" + (f":{part}" if part else "")
 
     async def _redis(self, op: Awaitable[Any]) -> Any:
-        from redis.exceptions import RedisError
+        from redis.exceptions import OutOfMemoryError, RedisError
 
         try:
             return await op
         except RedisError as err:
+            if isinstance(err, OutOfMemoryError):  # at maxmemory with noeviction: waiting would not free any
+                raise JobStoreFull(f"job store full: {err}") from None
             raise JobStoreUnavailable(f"job store unavailable: {err}") from None
+
+    async def drop_parts(self, job_id: str) -> None:
+        """Remove a job's parts (its partial results): frees memory for the failed record (DEL needs none)."""
+        await self._redis(self.redis.delete(*(self._key(job_id, part) for part in self.parts)))
 
     async def ping(self) -> None:
         """Return when Redis answers."""
