@@ -1,6 +1,6 @@
 # The project's commands. `make run` and `make test` are the README's two commands; both set up a
 # fresh machine first (scripts/setup.sh is idempotent and quick when nothing changed).
-.PHONY: setup run ops test test-fast test-unit check lint protos openapi model bench faults deploy-check \
+.PHONY: setup run demo ops test test-fast test-unit check docs lint protos openapi model bench faults deploy-check \
         deploy-check-quick
 PY := .venv/bin/python
 
@@ -10,12 +10,21 @@ setup:
 run: setup
 	@$(PY) scripts/run_mesh.py
 
+# The demo of every feature against a mesh `make run` started (the gateway on :8080).
+demo:
+	@$(PY) scripts/run_mesh.py --demo-only
+
 # The ops view next to `make run`: Prometheus, Alertmanager and the trace UI (Phoenix, from .venv-ops).
 ops: setup
 	@$(PY) scripts/run_ops.py
 
-test: setup check
+test: setup check docs
 	@$(PY) -m pytest tests
+
+# The documentation site (mkdocs.yml, docs/): built strictly (a broken link or a page missing from the
+# navigation fails it) into .site/; the API reference pages are generated from the served spec and protos.
+docs:
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 # Every test not marked slow (no real LLM, Triton or whole-mesh processes), without the set-up: < 3 min.
 test-fast:

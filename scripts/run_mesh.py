@@ -211,6 +211,64 @@ def example_answers(gateway: str) -> None:
                   + (f" ({check})" if check else ""), flush=True)
 
 
+def example_task(gateway: str) -> None:
+    """A declared task: a Korean interview notice read into a calendar entry (the model proposes, code reads dates)."""
+    import httpx
+
+    body = {"input": {"text": "[카카오] 1차 기술 면접: 다음 주 화요일 오후 3시, 판교 오피스",
+                      "reference_date": time.strftime("%Y-%m-%d")}}
+    print(f"\nPOST /v1/tasks/calendar_parse {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
+    start = time.perf_counter()
+    out = httpx.post(f"{gateway}/v1/tasks/calendar_parse", json=body, timeout=240).json()
+    r = out.get("result") or {}
+    print(f"  [{time.perf_counter() - start:5.1f}s] {r.get('company')} / {r.get('stage')} / {r.get('start')}"
+          if r else f"  failed: {out.get('error', out)}", flush=True)
+
+
+def example_conversation(gateway: str) -> None:
+    """A gift conversation's turn: the profile code keeps, and the filtered search it runs."""
+    import httpx
+
+    start_body = {"collection": "demo", "categories": ["도서", "생활", "선물", "전자기기", "커리어"],
+                  "attributes": []}
+    cid = httpx.post(f"{gateway}/v1/conversations", json=start_body, timeout=30).json()["id"]
+    body = {"text": "부모님 결혼기념일 선물 5만 원 이하로 찾아요, 책은 빼고요", "top_k": 3}
+    print(f"\nPOST /v1/conversations/{{id}}/turns {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
+    start = time.perf_counter()
+    out = httpx.post(f"{gateway}/v1/conversations/{cid}/turns", json=body, timeout=240).json()
+    if "profile" not in out:
+        print(f"  failed: {out.get('error', out)}", flush=True)
+        return
+    p = out["profile"]
+    print(f"  [{time.perf_counter() - start:5.1f}s] recipient={p.get('recipient')} occasion={p.get('occasion')} "
+          f"budget_max={p.get('budget_max')} excluded={p.get('excluded_categories')}", flush=True)
+    print(f"          filter: {json.dumps(out['search'].get('filter'), ensure_ascii=False)}; hits: "
+          + ", ".join(h["id"] for h in out["hits"]), flush=True)
+
+
+def example_pii(gateway: str) -> None:
+    """Personal data found in Korean text and masked (code only, no model)."""
+    import httpx
+
+    body = {"text": "성명: 홍길동\n휴대폰: 010-1234-5678\n이메일: gildong@example.com", "mask": True}
+    print(f"\nPOST /v1/pii:detect {json.dumps(body, ensure_ascii=False)}", flush=True)
+    out = httpx.post(f"{gateway}/v1/pii:detect", json=body, timeout=30).json()
+    kinds = ", ".join(s["kind"] for s in out.get("spans", []))
+    print(f"  found: {kinds}\n  masked: {out.get('masked_text', '')!r}", flush=True)
+
+
+EXAMPLES = (("search", example_search), ("OCR", example_ocr), ("recommendation", example_recommendation),
+            ("grounded answers", example_answers), ("declared task", example_task),
+            ("conversation", example_conversation), ("personal data", example_pii))
+
+
+def run_demo(gateway: str) -> None:
+    """Every feature once against a running mesh (`make demo`: the gateway of `make run` on 8080)."""
+    demo("sample catalog", ensure_catalog, gateway)
+    for name, step in EXAMPLES:
+        demo(name, step, gateway)
+
+
 def demo(name: str, step, *args) -> None:
     """Run one example; a failure is one line and the mesh keeps serving."""
     try:
@@ -271,7 +329,15 @@ def start_mesh(procs: list[subprocess.Popen]) -> dict[str, int]:
 
 
 def main() -> None:
-    """Start, show, serve until interrupted, stop everything (also on SIGTERM and on a failed start)."""
+    """Start, show, serve until interrupted, stop everything (also on SIGTERM and on a failed start).
+
+    ``--demo-only``: only the examples, against the gateway of a mesh already running (``make demo``).
+    """
+    import sys
+
+    if "--demo-only" in sys.argv[1:]:
+        run_demo(f"http://127.0.0.1:{next(port for name, _, port, _ in SERVICES if name == 'gateway')}")
+        return
     procs: list[subprocess.Popen] = []
 
     def start() -> None:
@@ -279,9 +345,7 @@ def main() -> None:
         ports = start_mesh(procs)
         gateway = f"http://127.0.0.1:{ports['gateway']}"
         demo("embedding", example, ports["embedding"])
-        for name, step in (("sample catalog", ensure_catalog), ("search", example_search), ("OCR", example_ocr),
-                           ("recommendation", example_recommendation), ("grounded answers", example_answers)):
-            demo(name, step, gateway)
+        run_demo(gateway)
         metrics = ", ".join(f"{name} http://127.0.0.1:{m}/metrics" for name, _, _, m in SERVICES if m)
         keys = "on" if os.environ.get("MESH_GATEWAY_API_KEYS") else "off (local demo; set MESH_GATEWAY_API_KEYS)"
         print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics), API keys {keys}\n"
