@@ -57,6 +57,9 @@ class OcrSettings(ServiceSettings):
     max_store_bytes: int = Field(256 * 1024 * 1024, ge=1024 * 1024,
                                  description="Redis memory (uploads, results) above which SubmitJob answers "
                                              "RESOURCE_EXHAUSTED instead of storing more")
+    png_bytes_per_page: int = Field(1024 * 1024, ge=0, description="what a masked page's PNG is counted as at "
+                                                                   "admission against --max-store-bytes (a masking "
+                                                                   "job that asks for PNGs stores one per page)")
     ocr_cache_ttl_s: int = Field(7 * 86400, ge=0, description="how long a page's reading stays in the OCR cache "
                                  "(Redis, keyed by the upload's bytes, options and engine revision); 0 turns it off")
     cache_redis_url: str = Field("", description="Redis of the OCR cache: an evicting one (allkeys-lru, the "

@@ -87,11 +87,13 @@ class JobStore:
     def __init__(self, extractor: Extractor, redis_url: str, *, ttl_s: int, max_queued: int, max_pages: int,
                  workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024,
                  lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
-                 cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "") -> None:
+                 cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "",
+                 png_bytes_per_page: int = 1024 * 1024) -> None:
         self.extractor = extractor
         self.ttl_s = ttl_s
         self.max_pages = max_pages
         self.max_store_bytes = max_store_bytes
+        self.png_bytes_per_page = png_bytes_per_page  # a masked PNG, counted at admission
         self.store = RedisJobs({KIND: self._read_pages, MASK: self._mask_pages}, redis_url, "ocr", lease_s=lease_s,
                                timeout_s=timeout_s, ttl_s=ttl_s, max_queued=max_queued, workers=workers,
                                parts=(PAGES, MASKED, PNG), tracer_provider=tracer_provider)
@@ -146,12 +148,15 @@ class JobStore:
         try:
             # Uploads wait in Redis until read: bound what they may take in total (Redis runs without
             # eviction, so an unbounded queue would end in every write failing).
+            # A masking job asking for PNGs stores one per page later: counted now, so the store does not fill
+            # half-way through the job.
             used = await self.store.used_bytes()
-            size = sum(len(c) for c in contents)
+            pngs = pages * self.png_bytes_per_page if (masking or {}).get("masked_png") else 0
+            size = sum(len(c) for c in contents) + pngs
             if used + size > self.max_store_bytes:
-                raise Overloaded(f"the job store holds {used // 2**20} MiB; {size // 2**20} MiB more would pass "
-                                 f"its {self.max_store_bytes // 2**20} MiB limit (--max-store-bytes)",
-                                 retry_after_s=30.0)
+                raise Overloaded(f"the job store holds {used // 2**20} MiB; {size / 2**20:.1f} MiB more (uploads"
+                                 + (f" and {pages} masked PNGs" if pngs else "") + ") would pass its "
+                                 f"{self.max_store_bytes // 2**20} MiB limit (--max-store-bytes)", retry_after_s=30.0)
             meta: dict[str, Any] = {"options": asdict(options)}
             if masking is not None:
                 meta["masking"] = masking

@@ -299,3 +299,22 @@ async def test_cached_pages_live_on_an_evicting_redis_and_jobs_succeed_when_it_i
             assert list(direct.scan_iter("ocr-cache:*")) and int(direct.info("stats")["evicted_keys"]) > 0
             jobs_store.close()
         direct.close()
+
+
+async def test_masked_pngs_are_counted_against_the_store_bound_at_admission(redis_url):
+    """Before (issue 59): only the uploads were counted, so PNG jobs filled the job store after admission."""
+    import redis
+
+    db = redis_url.rsplit("/", 1)[0] + "/7"
+    used = int(redis.Redis.from_url(db).info("memory")["used_memory"])
+    bound = used + 600 * 1024  # room for the upload, not for a 1 MiB page PNG (--png-bytes-per-page)
+    async with running_ocr(**settings(db, job_workers=0, max_store_bytes=max(bound, 1024 * 1024 + 1))) as service, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+        stub = pb_grpc.OcrServiceStub(channel)
+        upload = SAMPLES["receipt-00"].png()
+        plain = await stub.SubmitMaskingJob(pb.SubmitMaskingJobRequest(contents=[upload]), timeout=30)
+        assert plain.job.job_id
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.SubmitMaskingJob(pb.SubmitMaskingJobRequest(
+                contents=[upload], masking=pb.MaskingOptions(masked_png=True)), timeout=30)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "masked PNGs" in info.value.details()
