@@ -60,6 +60,9 @@ class OcrSettings(ServiceSettings):
     png_bytes_per_page: int = Field(1024 * 1024, ge=0, description="what a masked page's PNG is counted as at "
                                                                    "admission against --max-store-bytes (a masking "
                                                                    "job that asks for PNGs stores one per page)")
+    png_ttl_s: int = Field(3600, ge=60, description="how long a masking job's masked PNGs are kept after the last "
+                                                    "one was written (their own TTL, shorter than the job's: the "
+                                                    "findings stay for --job-ttl-s)")
     ocr_cache_ttl_s: int = Field(7 * 86400, ge=0, description="how long a page's reading stays in the OCR cache "
                                  "(Redis, keyed by the upload's bytes, options and engine revision); 0 turns it off")
     cache_redis_url: str = Field("", description="Redis of the OCR cache: an evicting one (allkeys-lru, the "

@@ -88,7 +88,7 @@ class JobStore:
                  workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024,
                  lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
                  cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "",
-                 png_bytes_per_page: int = 1024 * 1024) -> None:
+                 png_bytes_per_page: int = 1024 * 1024, png_ttl_s: int = 3600) -> None:
         self.extractor = extractor
         self.ttl_s = ttl_s
         self.max_pages = max_pages
@@ -96,7 +96,8 @@ class JobStore:
         self.png_bytes_per_page = png_bytes_per_page  # a masked PNG, counted at admission
         self.store = RedisJobs({KIND: self._read_pages, MASK: self._mask_pages}, redis_url, "ocr", lease_s=lease_s,
                                timeout_s=timeout_s, ttl_s=ttl_s, max_queued=max_queued, workers=workers,
-                               parts=(PAGES, MASKED, PNG), tracer_provider=tracer_provider)
+                               parts=(PAGES, MASKED, PNG), part_ttl_s={PNG: min(png_ttl_s, ttl_s)},
+                               tracer_provider=tracer_provider)
         # The OCR cache on its own (evicting) Redis, else the job store's; 0 turns it off (--ocr-cache-ttl-s).
         self._cache_redis: Any = None
         if cache_redis_url and cache_ttl_s > 0:
@@ -241,7 +242,7 @@ class JobStore:
             raise DependencyUnavailable(str(err)) from None
         if png is None:
             raise NotFound(f"job {job_id} has no masked image of page {index} (ask for masked_png; pages "
-                           "count from 0)")
+                           "count from 0; masked images are kept --png-ttl-s after they were written)")
         return png
 
     # -- the job handler (runs on whichever instance took the job) -------------------------------

@@ -361,3 +361,28 @@ async def test_a_job_whose_write_finds_the_store_full_ends_failed_with_its_reaso
         finally:
             await jobs.close()
             direct.close()
+
+
+async def test_a_part_with_its_own_ttl_is_not_renewed_by_the_records_saves(redis_url):
+    """Masked PNGs (issue 59) keep their own, shorter TTL; the record and its other parts keep the job's."""
+    import redis
+
+    from services.runtime.jobs.redis import RedisJobs
+
+    async def work(record: JobRecord, payload: bytes, ctx: JobContext) -> None:
+        await ctx.write_part("png", {"0": b"png"})
+        await ctx.write_part("pages", {"0": "text"})
+        await ctx.progress(done=1)  # a save after the write: it must not renew the png part
+
+    ns = f"t{uuid.uuid4().hex[:6]}"
+    jobs = RedisJobs({"mask": work}, redis_url, ns, parts=("pages", "png"), part_ttl_s={"png": 120}, ttl_s=3600)
+    await jobs.start()
+    try:
+        record = await jobs.submit("mask", "scan", b"upload")
+        await eventually_async(lambda: jobs.get(record.id), lambda r: r.state == "succeeded", what="the job ended")
+        direct = redis.Redis.from_url(redis_url)
+        assert 0 < direct.ttl(f"jobs:{{{ns}}}:job:{record.id}:png") <= 120
+        assert direct.ttl(f"jobs:{{{ns}}}:job:{record.id}:pages") > 3000
+        direct.close()
+    finally:
+        await jobs.close()

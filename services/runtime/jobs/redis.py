@@ -125,10 +125,14 @@ class RedisJobs(Jobs):
     """Jobs in Redis, shared by every instance, leased per instance and fenced per attempt (module docstring)."""
 
     def __init__(self, handlers: dict[str, Handler], redis_url: str, namespace: str, *, lease_s: float = 15.0,
-                 timeout_s: float = 2.0, cluster: bool = False, **kwargs: Any) -> None:
+                 timeout_s: float = 2.0, cluster: bool = False, part_ttl_s: dict[str, int] | None = None,
+                 **kwargs: Any) -> None:
         import redis.asyncio as aioredis
 
         super().__init__(handlers, **kwargs)
+        # Parts that keep a TTL of their own from their last write (large, short-lived results such as
+        # masked PNGs): the record's saves do not renew them.
+        self.part_ttl_s = dict(part_ttl_s or {})
         self.durable = True
         self.prefix = f"jobs:{{{namespace}}}"  # a hash tag: one cluster slot per namespace
         self.lease_s = lease_s
@@ -222,7 +226,8 @@ class RedisJobs(Jobs):
     async def save(self, record: JobRecord, *, fence: int | None = None) -> None:  # noqa: D102
         record.updated_unix_ms = now_ms()
         keys = [self._key(record.id), self._key(record.id, "fence"), self._key(record.id, "cancel"),
-                self._key(record.id, "input"), *(self._key(record.id, part) for part in self.parts)]
+                self._key(record.id, "input"),
+                *(self._key(record.id, part) for part in self.parts if part not in self.part_ttl_s)]
         got = await self._redis(self._save(keys=keys, args=["" if fence is None else fence, record.dumps(),
                                                             self.ttl_s]))
         if got == -1:
@@ -235,7 +240,8 @@ class RedisJobs(Jobs):
     async def _write_part(self, job_id: str, part: str, entries: dict[str, str | bytes], fence: int | None) -> None:
         pairs = [x for k, v in entries.items() for x in (k, v)]
         got = await self._redis(self._part(keys=[self._key(job_id, part), self._key(job_id, "fence")],
-                                           args=["" if fence is None else fence, self.ttl_s, *pairs]))
+                                           args=["" if fence is None else fence,
+                                                 self.part_ttl_s.get(part, self.ttl_s), *pairs]))
         if got == -1:
             raise LeaseLost(f"job {job_id}: attempt {fence} no longer holds it")
 
