@@ -3,7 +3,7 @@
 Everything a gateway process serves shares one event loop, so any synchronous step on it (parsing a
 large body, packing passages, encoding a big response) delays every other request by as long. A timer
 that is due every ``every_s`` and fires late by ``lag`` shows such a stall (to within ``every_s``):
-``mesh_gateway_event_loop_lag_seconds`` is the distribution, and ``bench.loop_lag`` reads it per route.
+``mesh_gateway_event_loop_lag_seconds`` is the distribution, read per route in bench/results/loop_lag.md.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class RpcTelemetry:
 
     Not an interceptor: grpc.aio runs every interceptor's ``intercept_service`` and rebuilds the
     handler on each call, and OTel's wraps the servicer context in a proxy; measured here
-    (``bench.grpc_stack``) the two interceptors added ~0.8 ms to an empty RPC. This wraps each method
+    (bench/results/grpc_stack.md) the two interceptors added ~0.8 ms to an empty RPC. This wraps each method
     once, keeps its metric children, and opens one span per call named like OTel's (the full method,
     ``rpc.system``/``rpc.service``/``rpc.method``/``rpc.grpc.status_code``), its parent taken from
     the caller's W3C trace context. Health and reflection are not wrapped: they are not traced or
