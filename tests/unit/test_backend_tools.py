@@ -1,0 +1,113 @@
+"""Backend tools (issue 61): declared in a file, called with checked arguments, no redirects, bounded answers,
+identical calls cached. The backend is a local HTTP stand-in (a real server on loopback), as no operator's
+backend exists here."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from gateway.assistant.backend_tools import BackendTools, ToolError, ToolFileError, load_backend_tools
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["role"],
+          "properties": {"role": {"type": "string", "minLength": 1}, "location": {"type": "string"}}}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    seen: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, **body})
+            if self.path == "/redirect":
+                self.send_response(302)
+                self.send_header("Location", "http://169.254.169.254/latest")
+                self.end_headers()
+                return
+            if self.path == "/hang":
+                time.sleep(2)
+            payload = b"[" + b"0," * (5 << 20) + b"0]" if self.path == "/big" else json.dumps(
+                {"postings": [{"company": "한빛소프트웨어", "role": body["arguments"]["role"]}]},
+                ensure_ascii=False).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def tools_file(tmp_path, base: str, **extra) -> str:
+    tools = [{"name": name, "description": "채용 공고 검색", "parameters": SCHEMA, "url": f"{base}/{path}",
+              "timeout_s": 0.5, **extra} for name, path in (("job_postings", "ok"), ("redirecting", "redirect"),
+                                                           ("huge", "big"), ("slow", "hang"))]
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": tools}), encoding="utf-8")
+    return str(path)
+
+
+async def test_a_call_is_checked_sent_once_and_then_served_from_the_cache(backend, tmp_path):
+    base, seen = backend
+    tools = BackendTools(load_backend_tools(tools_file(tmp_path, base)))
+    try:
+        before = len(seen)
+        value, cached = await tools.call("job_postings", {"role": "백엔드", "location": "판교"}, "caller-1")
+        assert not cached and value["postings"][0]["role"] == "백엔드"
+        assert seen[-1] == {"path": "/ok", "tool": "job_postings", "arguments": {"role": "백엔드", "location": "판교"},
+                            "caller": "caller-1"}
+        t = time.perf_counter()
+        again, cached = await tools.call("job_postings", {"location": "판교", "role": "백엔드"}, "caller-1")
+        assert cached and again == value and (time.perf_counter() - t) < 0.005  # the seed's 5 ms, key order aside
+        _, cached = await tools.call("job_postings", {"role": "백엔드", "location": "판교"}, "caller-2")
+        assert not cached and len(seen) == before + 2  # another caller is not served someone else's answer
+        with pytest.raises(ToolError) as err:
+            await tools.call("job_postings", {"role": ""}, "caller-1")
+        assert err.value.kind == "arguments" and len(seen) == before + 2  # never sent
+    finally:
+        await tools.close()
+
+
+@pytest.mark.parametrize(("name", "kind"), [("redirecting", "redirect"), ("huge", "too_large"), ("slow", "timeout")])
+async def test_a_backend_that_redirects_answers_too_much_or_hangs_is_a_clear_error(backend, tmp_path, name, kind):
+    base, _ = backend
+    tools = BackendTools(load_backend_tools(tools_file(tmp_path, base)))
+    try:
+        t = time.perf_counter()
+        with pytest.raises(ToolError) as err:
+            await tools.call(name, {"role": "백엔드"}, "caller-1")
+        assert err.value.kind == kind and time.perf_counter() - t < 1.5
+    finally:
+        await tools.close()
+
+
+def test_the_file_refuses_hosts_off_the_list_plain_http_and_bad_schemas(tmp_path):
+    def write(tool: dict, hosts=("api.example.com",)) -> str:
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"allowed_hosts": list(hosts), "tools": [tool]}), encoding="utf-8")
+        return str(path)
+
+    good = {"name": "job_postings", "description": "d", "parameters": SCHEMA, "url": "https://api.example.com/x"}
+    assert set(load_backend_tools(write(good))) == {"job_postings"}
+    for bad, why in [({**good, "url": "https://evil.example.com/x"}, "not in allowed_hosts"),
+                     ({**good, "url": "http://api.example.com/x"}, "https://"),
+                     ({**good, "parameters": {"type": "object", "properties": {"a": {"type": "nope"}}}}, "JSON schema"),
+                     ({**good, "name": "Bad-Name"}, "snake_case"),
+                     ({**good, "timeout_s": 120}, "timeout_s")]:
+        with pytest.raises(ToolFileError, match=why):
+            load_backend_tools(write(bad))
