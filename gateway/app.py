@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from gateway.answers.router import router as answers_router
+from gateway.assistant.router import router as assistant_router
 from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
 from gateway.contract import RELEASE, released, without_unsent_422
@@ -58,7 +59,7 @@ def _document_only_what_is_sent(app: FastAPI) -> None:
 # The routes that call the LLM: a request of theirs that writes (POST) takes a slot of the one LLM cap;
 # reads of stored state (GET of an interview, a conversation, a task's definition) take none.
 LLM_ROUTES = ("/v1/chat", "/v1/summaries", "/v1/answers", "/v1/tasks/", "/v1/interviews", "/v1/conversations",
-              "/v1/recommendations")
+              "/v1/recommendations", "/v1/assistant")
 
 
 def admission_groups(settings: GatewaySettings, llm_slots: Slots) -> list[Group]:
@@ -87,7 +88,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
-                   tasks_router, interviews_router, conversations_router, health_router):
+                   tasks_router, interviews_router, conversations_router, assistant_router, health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)

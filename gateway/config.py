@@ -101,6 +101,14 @@ class GatewaySettings(BaseSettings):
     conversation_ttl_s: int = Field(86400, ge=60, le=30 * 86400,
                                     description="how long a conversation's profile and turns are kept after its "
                                                 "last turn (in --sessions-redis-url's Redis; without one, in process)")
+    assistant_ttl_s: int = Field(86400, ge=60, le=30 * 86400,
+                                 description="how long an assistant session is kept after its last turn (in "
+                                             "--sessions-redis-url's Redis; without one, in process)")
+    assistant_history_turns: int = Field(5, ge=0, le=50, description="earlier turns of an assistant session in each "
+                                                                     "prompt (bounds a turn's input tokens)")
+    assistant_tools_file: str = Field("", description="backend tools the assistant may call (JSON: allowed_hosts, "
+                                                      "tools with name, description, parameters schema, https URL, "
+                                                      "timeout_s, cache_ttl_s, max_bytes); empty: none")
     conversation_max_turns: int = Field(50, ge=1, le=10_000,
                                         description="turns a conversation keeps (the latest; the number of older "
                                                     "ones is kept as a count): bounds its hash, read on each turn")

@@ -18,6 +18,8 @@ from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from clients.reasoning import AsyncReasoningClient
 from gateway.answers.serving import Answers
+from gateway.assistant.backend_tools import BackendTools, load_backend_tools
+from gateway.assistant.serving import Assistant
 from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
@@ -110,6 +112,7 @@ class Mesh:
     interviews: Interviews
     conversations: Conversations
     llm_slots: Slots  # the one cap on LLM work in flight: every LLM route, derived queries, preparations
+    assistant: Assistant | None = None
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -119,6 +122,8 @@ class Mesh:
         """Stop job workers (running jobs stay leased and resume elsewhere), flush the cache, close the clients."""
         await self.jobs.close()
         await self.interviews.close()
+        if self.assistant is not None and self.assistant.backend is not None:
+            await self.assistant.backend.close()
         await self.store.close()
         await self.sessions.close()
         await self.search.sources.close()
@@ -173,12 +178,15 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
                   store)
     recommendations = Recommendations(search, pool(settings.recommendations_route))
+    answers = Answers(search, routes, settings)
+    backend = BackendTools(load_backend_tools(settings.assistant_tools_file)) if settings.assistant_tools_file \
+        else None
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(writer, jobs),
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=recommendations,
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
                 summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
-                routes=routes, completions=ChatCompletions(routes), answers=Answers(search, routes, settings),
+                routes=routes, completions=ChatCompletions(routes), answers=answers,
                 tasks=tasks, store=store,
                 sessions=sessions,
                 interviews=Interviews(tasks, sessions, ttl_s=settings.interview_ttl_s,
@@ -186,4 +194,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                                       prepare=settings.interview_prepare, slots=llm_slots),
                 conversations=Conversations(tasks, search, recommendations, sessions, ttl_s=settings.conversation_ttl_s,
                                             max_turns=settings.conversation_max_turns),
-                llm_slots=llm_slots)
+                llm_slots=llm_slots,
+                assistant=Assistant(routes, answers, tasks, sessions, ttl_s=settings.assistant_ttl_s, backend=backend,
+                                    history_turns=settings.assistant_history_turns,
+                                    max_turns=settings.conversation_max_turns))

@@ -1,0 +1,50 @@
+"""``/v1/assistant`` REST models (contract v1; fields only ever added)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from gateway.http.models import Strict
+
+
+class StartSession(Strict):
+    """A session: what it may search, which tools it may call, its system text and model route (fixed at start)."""
+
+    collections: list[str] = Field(default_factory=list, max_length=4,
+                                   description="collections the `search` tool may read (the first is searched)")
+    tools: list[str] | None = Field(None, max_length=32,
+                                    description="the tools the session may call: `search`, declared tasks (GET "
+                                                "/v1/tasks), backend tools (--assistant-tools-file); null: every "
+                                                "one available")
+    system: str = Field("", max_length=2000, description="added to the assistant's own instructions")
+    model: str | None = Field(None, min_length=1, max_length=128, description="model route (default: the default)")
+    caller: str = Field("", max_length=128, description="the caller's id, sent to backend tools and in their cache "
+                                                        "key (never an API key)")
+
+
+class AssistantTurn(BaseModel):
+    """One turn as kept: what the person said, what was called, the reply."""
+
+    text: str
+    tool: str | None = None
+    arguments: dict | None = None
+    reply: str
+    citations: list[str] = Field(default_factory=list)
+
+
+class SessionState(BaseModel):
+    """A session and its latest turns."""
+
+    id: str
+    collections: list[str]
+    tools: list[str]
+    model: str | None
+    turns: list[AssistantTurn]
+    earlier_turns: int = Field(0, description="turns before the first of `turns`, no longer kept")
+    expires_in_s: int
+
+
+class Message(Strict):
+    """One message of the person."""
+
+    text: str = Field(min_length=1, max_length=4000, examples=["한빛소프트웨어 채용 절차가 어떻게 돼?"])

@@ -1,0 +1,275 @@
+"""``/v1/assistant``: sessions whose turns search, call tools on the server and answer from what they returned.
+
+One turn (``POST /v1/assistant/sessions/{id}/messages``, SSE):
+
+1. the model sees the assistant's instructions, the session's last ``history_turns`` turns and the
+   message, with the session's tools; it either replies (``delta`` events, streamed: a reply that needs
+   no tool needs no check) or calls one tool, its arguments checked by the reasoning service as on
+   ``/v1/chat/completions`` (schema, Korean amounts and dates by code, ungrounded calls refused);
+2. ``tool_call`` names the call; the server runs it:
+   - ``search``: the grounded-answer code over the session's first collection (``/v1/answers``: evidence
+     sentences, numbers, abstention): ``tool_result`` then ``answer`` with the checked text and its
+     citations, never streamed before the check; a question the documents do not answer is refused;
+   - a declared task (``calendar_parse``, ``resume_analysis`` …) or a backend tool: ``tool_result`` (a
+     summary, not a large payload), then the model's reply from it (``delta`` events);
+3. ``done`` with the turn's usage and timings; or ``error`` (the ErrorBody shape) — a failed tool ends
+   the turn with it.
+
+The turn is kept in the sessions store (its number claimed once, as interview turns are), at most
+``max_turns`` of them per session.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from clients.errors import MeshClientError
+from clients.reasoning import ChatMessage, Delta, Done, Options, StreamError, Tool, ToolCall, ToolCalls
+from gateway.answers import protocol as answers_api
+from gateway.answers.serving import Answers
+from gateway.assistant import protocol as api
+from gateway.assistant.backend_tools import BackendTools, ToolError
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError, FieldError, from_client_error
+from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.routes import ModelRoutes
+from gateway.tasks.protocol import TaskRequest
+from gateway.tasks.serving import Tasks
+from gateway.tasks.store import KeyValue, StoreUnavailable
+
+SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
+          "답합니다. 회사, 채용 절차, 복지, 취업 요령 같은 사실 질문은 search로 문서를 찾아 답합니다. 정보에 없는 "
+          "사실은 지어내지 않습니다.")
+SEARCH = Tool("search", "회사 정보, 채용 절차, 복지, 이력서·면접·연봉 협상 요령 문서에서 질문의 답을 찾습니다.",
+              {"type": "object", "additionalProperties": False, "required": ["query"],
+               "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}}})
+INTERNAL_TASKS = ("interview_question", "spec_delta")  # the interview and conversation sessions' own steps
+REFUSAL = "찾은 문서에서는 그 답을 확인할 수 없습니다."
+SUMMARY_CHARS = 600
+
+
+def unavailable(err: Exception) -> ApiError:
+    """The sessions store did not answer."""
+    return ApiError(503, "unavailable", f"the assistant's session store did not answer ({err})", retryable=True)
+
+
+def summary(value: Any) -> str:
+    """A tool's result as the model and the client see it: compact JSON, cut at ``SUMMARY_CHARS``."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
+
+
+class Assistant:
+    """Assistant sessions on the model routes, the grounded-answer code, the declared tasks and backend tools."""
+
+    def __init__(self, routes: ModelRoutes, answers: Answers, tasks: Tasks, store: KeyValue, *, ttl_s: int,
+                 backend: BackendTools | None = None, history_turns: int = 5, max_turns: int = 50) -> None:
+        self.routes, self.answers, self.tasks, self.store = routes, answers, tasks, store
+        self.backend = backend
+        self.ttl_s = ttl_s
+        self.history_turns = history_turns  # in the prompt: bounds each turn's input tokens
+        self.max_turns = max_turns
+
+    @staticmethod
+    def key(sid: str) -> str:
+        """The session's hash."""
+        return f"assistant:{sid}"
+
+    def available(self) -> dict[str, Tool]:
+        """Every tool a session may be given."""
+        out = {SEARCH.name: SEARCH}
+        for name, task in self.tasks.tasks.items():
+            if name not in INTERNAL_TASKS:
+                out[name] = Tool(name, task.spec.description, task.spec.input_schema)
+        for name, tool in (self.backend.tools if self.backend else {}).items():
+            out[name] = Tool(name, tool.description, tool.parameters)
+        return out
+
+    async def start(self, body: api.StartSession, deadline: Deadline) -> api.SessionState:
+        """A new session (400 naming an unknown tool, 404 for an unknown collection or model route)."""
+        available = self.available()
+        tools = list(available) if body.tools is None else body.tools
+        unknown = [t for t in tools if t not in available]
+        if unknown:
+            why = f"unknown tools {unknown}; available: {sorted(available)}"
+            raise ApiError(400, "invalid_argument", why, fields=[FieldError(field="tools", description=why)])
+        if "search" in tools and not body.collections:
+            why = "the search tool needs at least one collection"
+            raise ApiError(400, "invalid_argument", why, fields=[FieldError(field="collections", description=why)])
+        self.routes.get(body.model)
+        for name in body.collections:
+            try:
+                await self.answers.search.retrieval.get_collection(name, timeout_s=deadline.check())
+            except MeshClientError as err:
+                raise from_client_error(err) from None
+        sid = uuid.uuid4().hex
+        meta = {"collections": body.collections, "tools": tools, "system": body.system, "model": body.model,
+                "caller": body.caller}
+        try:
+            await self.store.hsetnx(self.key(sid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
+        return api.SessionState(id=sid, collections=body.collections, tools=tools, model=body.model, turns=[],
+                                expires_in_s=self.ttl_s)
+
+    async def _load(self, sid: str) -> tuple[dict, dict[int, dict]]:
+        fields = None
+        if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
+            try:
+                fields = await self.store.hgetall(self.key(sid))
+            except StoreUnavailable as err:
+                raise unavailable(err) from None
+        if not fields or "meta" not in fields:
+            raise ApiError(404, "session_not_found", "no such assistant session (it may have expired)")
+        turns = {int(k[2:]): json.loads(v) for k, v in fields.items() if k.startswith("t:")}
+        return json.loads(fields["meta"]), turns
+
+    async def state(self, sid: str) -> api.SessionState:
+        """The session and its latest turns."""
+        meta, turns = await self._load(sid)
+        try:
+            left = await self.store.ttl(self.key(sid))
+        except StoreUnavailable:
+            left = self.ttl_s
+        return api.SessionState(id=sid, collections=meta["collections"], tools=meta["tools"], model=meta["model"],
+                                turns=[api.AssistantTurn(**turns[n]) for n in sorted(turns)],
+                                earlier_turns=min(turns) - 1 if turns else 0, expires_in_s=left)
+
+    def _messages(self, meta: dict, turns: dict[int, dict], text: str) -> list[ChatMessage]:
+        system = SYSTEM + (f"\n{meta['system']}" if meta["system"] else "")
+        out = [ChatMessage("system", system)]
+        for n in sorted(turns)[-self.history_turns:]:
+            out += [ChatMessage("user", turns[n]["text"]), ChatMessage("assistant", turns[n]["reply"])]
+        return [*out, ChatMessage("user", text)]
+
+    async def session(self, sid: str) -> tuple[dict, dict[int, dict]]:
+        """The session a message goes to (404 before any event when there is none): its meta and turns."""
+        return await self._load(sid)
+
+    async def turn(self, sid: str, session: tuple[dict, dict[int, dict]], body: api.Message,
+                   deadline: Deadline) -> AsyncGenerator[bytes, None]:
+        """One turn's events (see the module doc)."""
+        start = time.perf_counter()
+        meta, turns = session
+        available = self.available()
+        tools = [available[t] for t in meta["tools"] if t in available]
+        messages = self._messages(meta, turns, body.text)
+        record: dict[str, Any] = {"text": body.text, "tool": None, "arguments": None, "reply": "", "citations": []}
+        usage: list[Any] = []
+        timings: dict[str, float] = {}
+        try:
+            call: ToolCall | None = None
+            async for event in self._complete(meta, sid, messages, tools, deadline, usage):
+                if isinstance(event, ToolCalls):
+                    call = event.calls[0]
+                else:
+                    record["reply"] += event
+                    yield sse("delta", {"text": event})
+            timings["first_call_ms"] = round((time.perf_counter() - start) * 1e3, 1)
+            if call is not None:
+                arguments = json.loads(call.arguments or "{}")
+                record["tool"], record["arguments"] = call.name, arguments
+                yield sse("tool_call", {"name": call.name, "arguments": arguments})
+                t = time.perf_counter()
+                if call.name == SEARCH.name:
+                    out = await self._search(meta, turns, body.text, deadline)
+                    timings["tool_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+                    yield sse("tool_result", {"name": call.name, "summary": f"{len(out.passages)} passages; "
+                                                                            f"{out.reason}", "cached": False})
+                    record["reply"] = out.answer if out.answerable else REFUSAL
+                    record["citations"] = list(dict.fromkeys(c.id for c in out.citations))
+                    if out.usage is not None:
+                        usage.append(out.usage)
+                    yield sse("answer", {"text": record["reply"], "answerable": out.answerable, "reason": out.reason,
+                                         "citations": [c.model_dump() for c in out.citations]})
+                else:
+                    result, cached = await self._tool(meta, sid, call.name, arguments, deadline)
+                    timings["tool_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+                    yield sse("tool_result", {"name": call.name, "summary": summary(result), "cached": cached})
+                    follow = [*messages, ChatMessage("assistant", tool_calls=(call,)),
+                              ChatMessage("tool", summary(result), tool_call_id=call.id, name=call.name)]
+                    async for piece in self._complete(meta, sid, follow, [], deadline, usage):
+                        if isinstance(piece, str):
+                            record["reply"] += piece
+                            yield sse("delta", {"text": piece})
+            number = await self._keep(sid, turns, record)
+        except ApiError as err:
+            yield error_event(err)
+            return
+        except MeshClientError as err:
+            yield error_event(from_client_error(err))
+            return
+        timings["turn_ms"] = round((time.perf_counter() - start) * 1e3, 1)
+        yield sse("done", {"turn": number, "tool": record["tool"],
+                           "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
+                           "timings": timings})
+
+    async def _complete(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
+                        deadline: Deadline, usage: list[Any]) -> AsyncGenerator[str | ToolCalls, None]:
+        """One model call on the session's route: text pieces, or the tool call it chose."""
+        route = self.routes.get(meta["model"])
+        pool = route.pool
+        target, client = pool.acquire(sid)
+        try:
+            events = client.complete(messages, options=Options(timeouts=pool.timeouts(deadline)), tools=tools,
+                                     session_id=sid, model=route.model, buffered=bool(tools),
+                                     timeout_s=deadline.check())
+            try:
+                async for event in events:
+                    if isinstance(event, Delta):
+                        yield event.text
+                    elif isinstance(event, ToolCalls):
+                        yield event
+                    elif isinstance(event, Done):
+                        usage.append(usage_of(event.usage))
+                    elif isinstance(event, StreamError):
+                        kind = "deadline_exceeded" if event.kind.endswith("timeout") else "unavailable"
+                        raise ApiError(504 if kind == "deadline_exceeded" else 503, kind,
+                                       f"the model did not answer ({event.kind}: {event.message})"[:300],
+                                       retryable=True)
+            finally:
+                await events.aclose()
+        finally:
+            pool.release(target)
+
+    async def _search(self, meta: dict, turns: dict[int, dict], text: str,
+                      deadline: Deadline) -> answers_api.AnswerResponse:
+        history = []
+        for n in sorted(turns)[-3:]:
+            history += [answers_api.AnswerTurn(role="user", content=turns[n]["text"][:4000])]
+            if turns[n]["reply"]:
+                history += [answers_api.AnswerTurn(role="assistant", content=turns[n]["reply"][:4000])]
+        request = answers_api.AnswerRequest(collection=meta["collections"][0], question=text[:2000], history=history)
+        return await self.answers.answer(request, deadline)
+
+    async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
+        """A declared task's result or a backend tool's answer, and whether it came from a cache."""
+        if self.backend is not None and name in self.backend.tools:
+            try:
+                return await self.backend.call(name, arguments, meta.get("caller") or sid)
+            except ToolError as err:
+                raise ApiError(502, "tool_failed", err.message, retryable=err.kind in ("timeout", "http")) from None
+        run = await self.tasks.prepare(name, TaskRequest(input=arguments, model=meta["model"], session_id=sid))
+        response = await self.tasks.run(run, deadline)
+        return response.result, response.cached
+
+    async def _keep(self, sid: str, turns: dict[int, dict], record: dict) -> int:
+        """Claim the next turn number (once, across instances); the oldest kept turn goes past ``max_turns``."""
+        try:
+            for _ in range(5):
+                n = max(turns, default=0) + 1
+                if await self.store.hsetnx(self.key(sid), f"t:{n}", json.dumps(record, ensure_ascii=False),
+                                           self.ttl_s):
+                    if n > self.max_turns:
+                        await self.store.hdel(self.key(sid), f"t:{n - self.max_turns}")
+                    turns[n] = record
+                    return n
+                _, turns = await self._load(sid)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
+        raise ApiError(409, "turn_conflict", "the session changed five times during this turn; send it again",
+                       retryable=True)

@@ -1,0 +1,174 @@
+"""``/v1/assistant`` (issue 61): sessions whose turns search, call tools on the server and answer.
+
+Real embedding and retrieval services (the career documents of bench/data/assistant_docs.json ingested), a
+real reasoning service over the OpenAI-compatible stand-in (bench/standin.py), whose replies depend on
+the request: the tool choice, the grounded answer (which cites the sentence the prompt numbers) and the
+reply after a tool. A backend tool is a loopback HTTP stand-in. What is checked is the mesh's part: the
+events and their order, the checks, the session kept, the errors. The real model runs in bench/assistant.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bench.standin import ChatStandIn
+from services.reasoning.backends.openai_http import OpenAIBackend
+from support import job_finished
+from support.apps import asgi_client, gateway_app, parse_sse
+from support.servers import running_reasoning
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DOCS = json.loads((Path(__file__).parents[2] / "bench" / "data" / "assistant_docs.json").read_text(encoding="utf-8"))
+CHOICES = {  # the stand-in model's tool choice per message
+    "한빛소프트웨어 채용 절차가 어떻게 돼?": {"tool": "search", "arguments": {"query": "한빛소프트웨어 채용 절차"}},
+    "한빛소프트웨어 주차 지원은 있어?": {"tool": "search", "arguments": {"query": "한빛소프트웨어 주차 지원"}},
+    "안녕하세요! 오늘 좀 떨리네요": {"tool": "reply_directly", "answer": "안녕하세요! 떨리는 마음 충분히 이해해요."},
+    "판교 백엔드 공고 찾아줘": {"tool": "job_postings", "arguments": {"role": "백엔드", "location": "판교"}},
+    "판교 백엔드 공고 느린 걸로 찾아줘": {"tool": "slow_postings", "arguments": {"role": "백엔드"}},
+}
+
+
+def reply(body: dict) -> dict:
+    prompt = "\n".join(m.get("content") or "" for m in body["messages"])
+    schema = json.dumps((body.get("response_format") or {}).get("json_schema", {}).get("schema", {}))
+    if '"answerable"' in schema:  # the grounded answer: cite the numbered sentence holding the fact, if any
+        question = re.findall(r"질문: (.*)", body["messages"][-1]["content"])
+        m = re.search(r"<(\d+)>[^<]*전체 기간은 약 4주", prompt) if question and "절차" in question[-1] else None
+        out = {"answerable": bool(m), "answer": "서류, 코딩테스트, 두 번의 면접 순서로 약 4주가 걸립니다." if m else "",
+               "evidence": [int(m.group(1))] if m else []}
+        return {"chunks": [json.dumps(out, ensure_ascii=False)]}
+    if body.get("response_format"):  # the tool choice
+        last = body["messages"][-1]["content"]
+        choice = next((v for k, v in CHOICES.items() if k in last), {"tool": "reply_directly", "answer": "네."})
+        return {"chunks": [json.dumps(choice, ensure_ascii=False)]}
+    return {"chunks": ["판교에서 백엔드 공고 ", "1건을 찾았어요."]}  # the reply after a tool
+
+
+@pytest.fixture(scope="module")
+def backend():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/slow":
+                time.sleep(1.5)
+            payload = json.dumps({"postings": [{"company": "한빛소프트웨어", "role": body["arguments"]["role"],
+                                                "caller": body["caller"]}]}, ensure_ascii=False).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def assistant(embedding_service, retrieval_port, backend, tmp_path_factory):
+    schema = {"type": "object", "required": ["role"], "additionalProperties": False,
+              "properties": {"role": {"type": "string", "minLength": 1}, "location": {"type": "string"}}}
+    tools = tmp_path_factory.mktemp("tools") / "tools.json"
+    tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
+        {"name": "job_postings", "description": "채용 공고 검색", "parameters": schema, "url": f"{backend}/ok"},
+        {"name": "slow_postings", "description": "느린 채용 공고 검색", "parameters": schema,
+         "url": f"{backend}/slow", "timeout_s": 0.5}]}), encoding="utf-8")
+    standin = ChatStandIn(reply)
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
+            app = gateway_app(embedding_service.port, retrieval_port, reasoning_targets=f"127.0.0.1:{svc.port}",
+                              assistant_tools_file=str(tools), answer_min_relevance=0.0)
+            async with asgi_client(app) as http_client:
+                r = await http_client.post("/v1/collections", json={"name": "career", "fields": {"kind": "keyword"}})
+                assert r.status_code == 201, r.text
+                job = (await http_client.post("/v1/collections/career/documents",
+                                              json={"documents": DOCS["documents"]})).json()
+                assert (await job_finished(http_client, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
+                yield http_client, standin
+    finally:
+        standin.close()
+
+
+async def _session(http_client, **body) -> str:
+    r = await http_client.post("/v1/assistant/sessions", json={"collections": ["career"], "caller": "user-7", **body})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+async def _turn(http_client, sid: str, text: str) -> list[tuple[str, dict]]:
+    r = await http_client.post(f"/v1/assistant/sessions/{sid}/messages", json={"text": text})
+    assert r.status_code == 200, r.text
+    return parse_sse(r.text)
+
+
+async def test_a_search_turn_answers_with_checked_citations_and_the_session_keeps_it(assistant):
+    http_client, _ = assistant
+    sid = await _session(http_client)
+    events = await _turn(http_client, sid, "한빛소프트웨어 채용 절차가 어떻게 돼?")
+    assert [e for e, _ in events] == ["tool_call", "tool_result", "answer", "done"]
+    assert events[0][1] == {"name": "search", "arguments": {"query": "한빛소프트웨어 채용 절차"}}
+    answer = events[2][1]
+    assert answer["answerable"] and "4주" in answer["text"]
+    assert [c["id"] for c in answer["citations"]] == ["hanbit-process"]
+    assert events[-1][1]["tool"] == "search" and events[-1][1]["turn"] == 1
+    state = (await http_client.get(f"/v1/assistant/sessions/{sid}")).json()
+    assert state["turns"][0]["citations"] == ["hanbit-process"] and state["turns"][0]["tool"] == "search"
+    refused = await _turn(http_client, sid, "한빛소프트웨어 주차 지원은 있어?")  # the documents do not say
+    answer = dict(refused)["answer"]
+    assert not answer["answerable"] and answer["citations"] == [] and "확인할 수 없습니다" in answer["text"]
+
+
+async def test_small_talk_streams_a_reply_without_a_tool(assistant):
+    http_client, _ = assistant
+    sid = await _session(http_client)
+    events = await _turn(http_client, sid, "안녕하세요! 오늘 좀 떨리네요")
+    assert [e for e, _ in events][-1] == "done" and "tool_call" not in [e for e, _ in events]
+    assert "".join(d["text"] for e, d in events if e == "delta") == "안녕하세요! 떨리는 마음 충분히 이해해요."
+
+
+async def test_a_backend_tool_is_called_with_the_caller_then_served_from_its_cache(assistant):
+    http_client, standin = assistant
+    sid = await _session(http_client)
+    first = await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
+    assert [e for e, _ in first] == ["tool_call", "tool_result", "delta", "delta", "done"]
+    result = first[1][1]
+    assert result["name"] == "job_postings" and not result["cached"] and '"caller":"user-7"' in result["summary"]
+    # The reply after the tool saw the tool's result in its prompt.
+    assert '"role":"백엔드"' in standin.requests[-1]["messages"][-1]["content"]
+    again = await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
+    assert dict(again)["tool_result"]["cached"] is True
+
+
+async def test_a_hanging_backend_tool_ends_the_turn_with_a_clear_error(assistant):
+    http_client, _ = assistant
+    sid = await _session(http_client)
+    events = await _turn(http_client, sid, "판교 백엔드 공고 느린 걸로 찾아줘")
+    assert [e for e, _ in events] == ["tool_call", "error"]
+    assert events[-1][1]["error"]["code"] == "tool_failed" and "0.5" in events[-1][1]["error"]["message"]
+
+
+async def test_bad_sessions_tools_and_collections_are_4xx(assistant):
+    http_client, _ = assistant
+    r = await http_client.post("/v1/assistant/sessions", json={"collections": ["career"], "tools": ["nope"]})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "tools"
+    r = await http_client.post("/v1/assistant/sessions", json={"collections": ["no-such-collection"]})
+    assert r.status_code == 404
+    r = await http_client.post("/v1/assistant/sessions/" + "0" * 32 + "/messages", json={"text": "안녕"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
+    r = await http_client.post("/v1/assistant/sessions", json={"tools": ["search"]})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "collections"
