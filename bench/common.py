@@ -130,10 +130,11 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def start_llm_mesh(llm_url: str, folder: Path, procs: list) -> int:
+def start_llm_mesh(llm_url: str, folder: Path, procs: list, *gateway_args: str) -> int:
     """Embedding, retrieval, a patient reasoning service over ``llm_url`` and a gateway; the gateway's port.
 
-    Processes on loopback (``procs`` collects them), retrieval's data in ``folder``.
+    Processes on loopback (``procs`` collects them), retrieval's data in ``folder``; ``gateway_args`` are
+    more gateway flags.
     """
     from services.runtime.models import current_model_dir
 
@@ -142,7 +143,7 @@ def start_llm_mesh(llm_url: str, folder: Path, procs: list) -> int:
     procs.append(rs)
     gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                 f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",
-                                "--default-timeout-ms", "10000")
+                                "--default-timeout-ms", "10000", *gateway_args)
     procs.append(gw)
     return gw_port
 

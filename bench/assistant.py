@@ -1,0 +1,234 @@
+"""The career assistant (issue 61) on the embedded model: right tool, right arguments, grounded answers, cost.
+
+    python -m bench.assistant [--splits tune,report] [--limit N] [--name assistant]
+
+Processes on loopback: the embedded LLM (llama.cpp server), the reasoning service, embedding, retrieval and
+a gateway with the assistant's backend tool ``job_postings`` — a loopback HTTP stand-in answering postings
+for the role and place asked (no operator's backend exists here). The career documents of
+bench/data/assistant_docs.json are ingested as ``career``; every conversation of
+bench/data/assistant_eval.json (written before the assistant's code; its ``about`` says which split
+shaped what) runs in a session of its own, turn after turn, through ``POST /v1/assistant/sessions/{id}/messages``.
+
+Per split: the right tool (the expected one called, or none when none is expected), the right arguments
+(every expected value found: a substring of the call's text arguments, or for calendar turns the task's
+resolved ``start`` and ``stage`` in its result), no call when none is needed, answerable questions
+answered and unanswerable ones refused, citation precision (cited documents among the expected), the
+time to the first event and the turn time (p50). Besides: a repeated backend call served from the cache
+(ms), and the input tokens of the tenth turn of a small-talk session (the history is bounded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
+from bench.report import command_line, write_result
+from infra.llm.server import start_llm_server
+
+DATA = Path(__file__).parent / "data"
+SYSTEM = "오늘은 {date} 입니다. 일정을 등록할 때는 reference_date로 {date}을 넘깁니다."
+POSTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["role"],
+                   "properties": {"role": {"type": "string", "minLength": 1, "description": "직무"},
+                                  "company": {"type": "string", "description": "회사"},
+                                  "location": {"type": "string", "description": "근무지"}}}
+
+
+def postings_standin() -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A backend answering ``job_postings`` calls with one posting echoing what was asked."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            args = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["arguments"]
+            body = json.dumps({"postings": [{"company": args.get("company") or "한빛소프트웨어", "role": args["role"],
+                                             "location": args.get("location") or "판교", "deadline": "12월 20일"}]},
+                              ensure_ascii=False).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/postings"
+
+
+def turn(http: httpx.Client, sid: str, text: str) -> dict[str, Any]:
+    """One turn's events, the time to the first one and the turn time."""
+    t0 = time.perf_counter()
+    first = None
+    out: dict[str, Any] = {"text": text, "tool": None, "arguments": None, "result": "", "answer": None, "reply": "",
+                           "error": None, "usage": []}
+    event = ""
+    with http.stream("POST", f"/v1/assistant/sessions/{sid}/messages", json={"text": text}) as resp:
+        if resp.status_code != 200:
+            out["error"] = f"HTTP {resp.status_code}: {resp.read()[:200]!r}"
+            return out
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                first = first if first is not None else (time.perf_counter() - t0) * 1e3
+                data = json.loads(line[6:])
+                if event == "tool_call":
+                    out["tool"], out["arguments"] = data["name"], data["arguments"]
+                elif event == "tool_result":
+                    out["result"], out["cached"] = data["summary"], data["cached"]
+                elif event == "answer":
+                    out["answer"] = data
+                elif event == "delta":
+                    out["reply"] += data["text"]
+                elif event == "done":
+                    out["usage"] = data["usage"]
+                elif event == "error":
+                    out["error"] = data["error"]["message"]
+    out["first_ms"], out["turn_ms"] = first, (time.perf_counter() - t0) * 1e3
+    return out
+
+
+def judge(expect: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    """The verdicts of one turn against its expectation."""
+    want = expect.get("tool")
+    v: dict[str, Any] = {"right_tool": got["tool"] == want, "needs_tool": want is not None}
+    if want is not None and got["tool"] == want and expect.get("args"):
+        text = json.dumps(got["arguments"], ensure_ascii=False) + got.get("result", "")
+        v["right_args"] = all(str(value) in text for value in expect["args"].values())
+    if want == "search" and got["tool"] == "search" and got["answer"] is not None:
+        a = got["answer"]
+        cited = {c["id"] for c in a["citations"]}
+        v["answerable"] = expect["answerable"]
+        v["handled"] = a["answerable"] == expect["answerable"] and all(
+            s in a["text"] for s in expect.get("expect_in_answer", []))
+        if cited:
+            v["citation_precision"] = len(cited & set(expect.get("cite", []))) / len(cited)
+    return v
+
+
+def run_split(http: httpx.Client, cases: list[dict], date: str) -> list[dict]:
+    """Every conversation of a split, each in its own session."""
+    runs = []
+    for case in cases:
+        sid = http.post("/v1/assistant/sessions", json={
+            "collections": ["career"], "caller": "bench", "system": SYSTEM.format(date=date),
+            "tools": ["search", "calendar_parse", "resume_analysis", "job_postings"]}).json()["id"]
+        for expect in case["turns"]:
+            got = turn(http, sid, expect["user"])
+            runs.append({"case": case["id"], "expect": expect, "got": got, "verdict": judge(expect, got)})
+            print(f"[bench] {case['id']}: {expect['user'][:30]} -> {got['tool']} {runs[-1]['verdict']}", flush=True)
+    return runs
+
+
+def summary(runs: list[dict]) -> dict[str, Any]:
+    """A split's figures."""
+    def share(values: list[bool]) -> float | None:
+        return round(100 * sum(values) / len(values), 1) if values else None
+
+    vs = [r["verdict"] for r in runs]
+    p50 = lambda xs: round(statistics.median(xs), 1) if xs else None  # noqa: E731
+    no_tool = [r for r in runs if r["expect"].get("tool") is None]
+    searches = [r for r in runs if r["got"]["tool"] == "search" and not r["got"]["error"]]
+    return {"turns": len(runs), "right_tool": share([v["right_tool"] for v in vs if v["needs_tool"]]),
+            "right_args": share([v["right_args"] for v in vs if "right_args" in v]),
+            "no_call_when_none_needed": share([v["right_tool"] for v in vs if not v["needs_tool"]]),
+            "answerable_answered": share([v["handled"] for v in vs if v.get("answerable") is True]),
+            "unanswerable_refused": share([v["handled"] for v in vs if v.get("answerable") is False]),
+            "citation_precision": round(statistics.mean(ps), 3) if (ps := [v["citation_precision"] for v in vs
+                                                                           if "citation_precision" in v]) else None,
+            "errors": [r["got"]["error"] for r in runs if r["got"]["error"]],
+            "first_event_ms_no_tool_p50": p50([r["got"]["first_ms"] for r in no_tool if r["got"].get("first_ms")]),
+            "turn_ms_search_p50": p50([r["got"]["turn_ms"] for r in searches]),
+            "turn_ms_p50": p50([r["got"]["turn_ms"] for r in runs if r["got"].get("turn_ms")])}
+
+
+def extras(http: httpx.Client, date: str) -> dict[str, Any]:
+    """A repeated backend call (cache) and the input tokens of a tenth turn."""
+    sid = http.post("/v1/assistant/sessions", json={"collections": ["career"], "caller": "bench-cache",
+                                                    "tools": ["job_postings"]}).json()["id"]
+    calls = [turn(http, sid, "판교 백엔드 개발자 공고 보여줘") for _ in range(2)]
+    sid = http.post("/v1/assistant/sessions", json={"collections": ["career"], "caller": "bench-long",
+                                                    "system": SYSTEM.format(date=date)}).json()["id"]
+    tokens = []
+    for i in range(10):
+        got = turn(http, sid, f"{i + 1}번째 인사예요. 오늘도 취업 준비 화이팅할게요!")
+        tokens.append(sum(u.get("prompt_tokens", 0) for u in got["usage"]))
+    return {"cache_second_call": {"tool": calls[1]["tool"], "cached": calls[1].get("cached"),
+                                  "first_ms": calls[0].get("turn_ms"), "again_ms": calls[1].get("turn_ms")},
+            "input_tokens_by_turn": tokens}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start the mesh, run the splits, write bench/results/<name>.{md,json}."""
+    parser = argparse.ArgumentParser(prog="python -m bench.assistant", description=__doc__.split("\n")[0])
+    parser.add_argument("--splits", default="tune,report")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many conversations per split")
+    parser.add_argument("--name", default="assistant")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+    data = json.loads((DATA / "assistant_eval.json").read_text(encoding="utf-8"))
+    docs = json.loads((DATA / "assistant_docs.json").read_text(encoding="utf-8"))
+    folder = Path(tempfile.mkdtemp(prefix="mesh-bench-assistant-"))
+    server, url = postings_standin()
+    tools = folder / "tools.json"
+    tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
+        {"name": "job_postings", "description": "채용 공고를 직무, 회사, 근무지로 찾습니다.",
+         "parameters": POSTINGS_SCHEMA, "url": url, "timeout_s": 5}]}, ensure_ascii=False), encoding="utf-8")
+    llm = start_llm_server(free_port(), log_path=folder / "llm.log")
+    procs: list = []
+    out: dict[str, Any] = {"model": llm.model, "splits": args.splits.split(","), "limit": args.limit,
+                           "reference_date": data["reference_date"]}
+    try:
+        gw = start_llm_mesh(llm.base_url, folder, procs, "--assistant-tools-file", str(tools),
+                            "--reasoning-first-token-s", "60", "--reasoning-generation-s", "120",
+                            "--reasoning-total-s", "180", "--reasoning-timeout-ms", "200000")
+        with httpx.Client(base_url=f"http://127.0.0.1:{gw}", timeout=600,
+                          headers={"X-Request-Timeout-Ms": "300000"}) as http:
+            ingest_catalog(http, docs["collection"], {"kind": "keyword"}, docs["documents"])
+            for split in out["splits"]:
+                runs = run_split(http, data[split][:args.limit], data["reference_date"])
+                out[split] = {"summary": summary(runs), "runs": runs}
+            out["extras"] = extras(http, data["reference_date"])
+    finally:
+        for p in procs:
+            stop_service(p)
+        llm.stop()
+        server.shutdown()
+    rows = [[split, str(s["turns"]), *(f"{s[k]}" for k in ("right_tool", "right_args", "no_call_when_none_needed",
+                                                             "answerable_answered", "unanswerable_refused",
+                                                             "citation_precision", "first_event_ms_no_tool_p50",
+                                                             "turn_ms_search_p50", "turn_ms_p50")),
+             str(len(s["errors"]))] for split in out["splits"] for s in [out[split]["summary"]]]
+    ex = out["extras"]
+    body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service, embedding, retrieval "
+            "and a gateway as processes on loopback; the gateway's LLM deadlines raised as `make run` does; "
+            "`job_postings` a loopback stand-in backend; one session per conversation, the session's system text "
+            f"naming today as {data['reference_date']}.", "",
+            md_table(["split", "turns", "right tool %", "right arguments %", "no call when none needed %",
+                      "answerable answered %", "unanswerable refused %", "citation precision",
+                      "first event, no tool, ms p50", "turn with search ms p50", "turn ms p50", "errors"], rows), "",
+            f"- A repeated backend call: cached={ex['cache_second_call']['cached']}, the turn "
+            f"{ex['cache_second_call']['again_ms']:.0f} ms (first {ex['cache_second_call']['first_ms']:.0f} ms).",
+            f"- Input tokens per turn of a 10-turn session: {ex['input_tokens_by_turn']}.", "", "## Turns", ""]
+    for split in out["splits"]:
+        for r in out[split]["runs"]:
+            g = r["got"]
+            said = g["answer"]["text"] if g["answer"] else g["reply"] or g["error"] or ""
+            called = json.dumps(g["arguments"], ensure_ascii=False)
+            body.append(f"- {split} · `{r['expect']['user']}` → {g['tool']} {called} · {said[:120]}")
+    print(write_result(args.name, "The career assistant", body, out, out=args.out,
+                       command=command_line("bench.assistant", argv)))
+
+
+if __name__ == "__main__":
+    main()
