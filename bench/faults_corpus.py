@@ -111,11 +111,14 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/interviews/{interview_id}/report"): {"cache": False},
         ("POST", "/v1/conversations"): {"collection": SCRATCH, "categories": ["향수", "꽃"], "attributes": ["각인"]},
         ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "아내 생일 선물이요", "top_k": 5},
+        ("POST", "/v1/assistant/sessions"): {"collections": [SCRATCH], "tools": ["search"], "system": "",
+                                             "caller": "corpus"},
+        ("POST", "/v1/assistant/sessions/{session_id}/messages"): {"text": "제주 여행은 언제가 좋나요?"},
     }
 
 
 GOOD_PARAMS = {"name": SCRATCH, "job_id": "0" * 32, "model_id": "intfloat/multilingual-e5-small",
-               "interview_id": "0" * 32, "conversation_id": "0" * 32}
+               "interview_id": "0" * 32, "conversation_id": "0" * 32, "session_id": "0" * 32}
 ROUTE_PARAMS = {"/v1/tasks/{name}": {"name": "calendar_parse"}, "/v1/tasks/{name}:stream": {"name": "calendar_parse"}}
 
 
@@ -277,7 +280,7 @@ def rest_cases(openapi: dict[str, Any], png: str) -> tuple[list[RestCase], list[
             url = _fill(path, {**GOOD_PARAMS, "name": f"{SCRATCH}-gone"} if method == "DELETE" else good_params(path))
             for bad in BAD_PARAMS if "{" in path else []:
                 bad_url = _fill(path, dict.fromkeys(("name", "job_id", "model_id", "interview_id",
-                                                      "conversation_id"), bad))
+                                                      "conversation_id", "session_id"), bad))
                 cases.append(RestCase(route, f"path parameter {bad[:12]}", method, bad_url,
                                       b"{}" if method == "POST" else None, json_ct))
             if method != "POST":
