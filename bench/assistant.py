@@ -36,7 +36,6 @@ from bench.report import command_line, write_result
 from infra.llm.server import start_llm_server
 
 DATA = Path(__file__).parent / "data"
-SYSTEM = "오늘은 {date} 입니다. 일정을 등록할 때는 reference_date로 {date}을 넘깁니다."
 POSTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["role"],
                    "properties": {"role": {"type": "string", "minLength": 1, "description": "직무"},
                                   "company": {"type": "string", "description": "회사"},
@@ -121,7 +120,7 @@ def run_split(http: httpx.Client, cases: list[dict], date: str) -> list[dict]:
     runs = []
     for case in cases:
         sid = http.post("/v1/assistant/sessions", json={
-            "collections": ["career"], "caller": "bench", "system": SYSTEM.format(date=date),
+            "collections": ["career"], "caller": "bench", "reference_date": date,
             "tools": ["search", "calendar_parse", "resume_analysis", "job_postings"]}).json()["id"]
         for expect in case["turns"]:
             got = turn(http, sid, expect["user"])
@@ -158,7 +157,7 @@ def extras(http: httpx.Client, date: str) -> dict[str, Any]:
                                                     "tools": ["job_postings"]}).json()["id"]
     calls = [turn(http, sid, "판교 백엔드 개발자 공고 보여줘") for _ in range(2)]
     sid = http.post("/v1/assistant/sessions", json={"collections": ["career"], "caller": "bench-long",
-                                                    "system": SYSTEM.format(date=date)}).json()["id"]
+                                                    "reference_date": date}).json()["id"]
     tokens = []
     for i in range(10):
         got = turn(http, sid, f"{i + 1}번째 인사예요. 오늘도 취업 준비 화이팅할게요!")
@@ -212,8 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     ex = out["extras"]
     body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service, embedding, retrieval "
             "and a gateway as processes on loopback; the gateway's LLM deadlines raised as `make run` does; "
-            "`job_postings` a loopback stand-in backend; one session per conversation, the session's system text "
-            f"naming today as {data['reference_date']}.", "",
+            "`job_postings` a loopback stand-in backend; one session per conversation, its `reference_date` "
+            f"{data['reference_date']}.", "",
             md_table(["split", "turns", "right tool %", "right arguments %", "no call when none needed %",
                       "answerable answered %", "unanswerable refused %", "citation precision",
                       "first event, no tool, ms p50", "turn with search ms p50", "turn ms p50", "errors"], rows), "",

@@ -20,6 +20,9 @@ class StartSession(Strict):
     model: str | None = Field(None, min_length=1, max_length=128, description="model route (default: the default)")
     caller: str = Field("", max_length=128, description="the caller's id, sent to backend tools and in their cache "
                                                         "key (never an API key)")
+    reference_date: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+                                       description="the person's today (YYYY-MM-DD) that dates are read against "
+                                                   "(default: today in the task's time zone)")
 
 
 class AssistantTurn(BaseModel):

@@ -25,6 +25,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncGenerator
+from datetime import date
 from typing import Any
 
 from clients.errors import MeshClientError
@@ -40,10 +41,15 @@ from gateway.reasoning.routes import ModelRoutes
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, StoreUnavailable
+from services.runtime.korean import dates
 
 SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
-          "답합니다. 회사, 채용 절차, 복지, 취업 요령 같은 사실 질문은 search로 문서를 찾아 답합니다. 정보에 없는 "
-          "사실은 지어내지 않습니다.")
+          "답합니다. 정보에 없는 사실은 지어내지 않습니다.\n"
+          "- 회사, 채용 절차, 복지, 이력서·면접·연봉 요령을 묻는 질문: search\n"
+          "- 날짜나 시간이 있는 일정을 등록해 달라는 말: calendar_parse\n"
+          "- 이력서와 공고를 함께 주며 분석해 달라는 말: resume_analysis\n"
+          "- 채용 공고를 찾아 달라는 말: 공고 검색 도구\n"
+          "- 인사, 감사, 감정 이야기: 도구 없이 직접 답합니다.")
 SEARCH = Tool("search", "회사 정보, 채용 절차, 복지, 이력서·면접·연봉 협상 요령 문서에서 질문의 답을 찾습니다.",
               {"type": "object", "additionalProperties": False, "required": ["query"],
                "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}}})
@@ -108,7 +114,7 @@ class Assistant:
                 raise from_client_error(err) from None
         sid = uuid.uuid4().hex
         meta = {"collections": body.collections, "tools": tools, "system": body.system, "model": body.model,
-                "caller": body.caller}
+                "caller": body.caller, "reference_date": body.reference_date}
         try:
             await self.store.hsetnx(self.key(sid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
         except StoreUnavailable as err:
@@ -163,15 +169,21 @@ class Assistant:
         timings: dict[str, float] = {}
         try:
             call: ToolCall | None = None
-            async for event in self._complete(meta, sid, messages, tools, deadline, usage):
-                if isinstance(event, ToolCalls):
-                    call = event.calls[0]
-                else:
-                    record["reply"] += event
-                    yield sse("delta", {"text": event})
+            for _ in range(2):  # a call code refutes is asked again once, without that tool
+                async for event in self._complete(meta, sid, messages, tools, deadline, usage):
+                    if isinstance(event, ToolCalls):
+                        call = event.calls[0]
+                    else:
+                        record["reply"] += event
+                        yield sse("delta", {"text": event})
+                refuted = self._refuted(call, body.text) if call is not None else None
+                if refuted is None:
+                    break
+                yield sse("tool_refused", {"name": refuted, "reason": "the message names no date or time"})
+                tools, call = [t for t in tools if t.name != refuted], None
             timings["first_call_ms"] = round((time.perf_counter() - start) * 1e3, 1)
             if call is not None:
-                arguments = json.loads(call.arguments or "{}")
+                arguments = self._inputs(meta, call.name, json.loads(call.arguments or "{}"), body.text)
                 record["tool"], record["arguments"] = call.name, arguments
                 yield sse("tool_call", {"name": call.name, "arguments": arguments})
                 t = time.perf_counter()
@@ -207,6 +219,39 @@ class Assistant:
         yield sse("done", {"turn": number, "tool": record["tool"],
                            "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
                            "timings": timings})
+
+    def _refuted(self, call: ToolCall, text: str) -> str | None:
+        """The tool's name when code refutes the call, else None.
+
+        Refuted: a task reading dates (its input has ``reference_date``) chosen for a message that names no
+        date or time (read by grammar: services/runtime/korean/dates.py).
+        """
+        task = self.tasks.tasks.get(call.name)
+        if task is None or "reference_date" not in task.spec.input_schema.get("properties", {}):
+            return None
+        names_one = bool(dates.scan(text, date.today())) or dates.time_of_day(text) is not None
+        return None if names_one else call.name
+
+    def _inputs(self, meta: dict, name: str, arguments: dict, text: str) -> dict:
+        """A declared task's input, its dates and words taken from the person, not the model.
+
+        The person's own words become its ``text`` (the model's paraphrase loses dates and names), the
+        session's ``reference_date`` its reference; a date or zone the model wrote that the message does
+        not is dropped (the task then reads against today in its zone).
+        """
+        task = self.tasks.tasks.get(name)
+        if task is None:
+            return arguments
+        props = task.spec.input_schema.get("properties", {})
+        out = dict(arguments)
+        if "text" in props:
+            out["text"] = text
+        for key in ("reference_date", "timezone"):
+            if key in props and key in out and str(out[key]) not in text:
+                del out[key]
+        if "reference_date" in props and meta.get("reference_date"):
+            out["reference_date"] = meta["reference_date"]
+        return out
 
     async def _complete(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
                         deadline: Deadline, usage: list[Any]) -> AsyncGenerator[str | ToolCalls, None]:

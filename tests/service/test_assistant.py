@@ -47,6 +47,11 @@ def reply(body: dict) -> dict:
         return {"chunks": [json.dumps(out, ensure_ascii=False)]}
     if body.get("response_format"):  # the tool choice
         last = body["messages"][-1]["content"]
+        if "몇 분 동안" in last:  # a wrong calendar call while it is offered, then a direct reply
+            return {"chunks": [json.dumps({"tool": "calendar_parse", "arguments": {"text": "코딩테스트 시간"}}
+                                          if "calendar_parse" in schema else
+                                          {"tool": "reply_directly", "answer": "보통 두 시간 안팎이에요."},
+                                          ensure_ascii=False)]}
         choice = next((v for k, v in CHOICES.items() if k in last), {"tool": "reply_directly", "answer": "네."})
         return {"chunks": [json.dumps(choice, ensure_ascii=False)]}
     return {"chunks": ["판교에서 백엔드 공고 ", "1건을 찾았어요."]}  # the reply after a tool
@@ -172,3 +177,14 @@ async def test_bad_sessions_tools_and_collections_are_4xx(assistant):
     assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
     r = await http_client.post("/v1/assistant/sessions", json={"tools": ["search"]})
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "collections"
+
+
+async def test_a_date_task_chosen_for_a_message_without_a_date_is_refused_by_code_and_asked_again(assistant):
+    http_client, standin = assistant
+    sid = await _session(http_client)
+    before = len(standin.requests)
+    events = await _turn(http_client, sid, "코딩테스트는 보통 몇 분 동안 봐?")
+    assert [e for e, _ in events] == ["tool_refused", "delta", "done"]
+    assert events[0][1]["name"] == "calendar_parse"
+    assert events[1][1]["text"] == "보통 두 시간 안팎이에요." and events[-1][1]["tool"] is None
+    assert len(standin.requests) == before + 2  # the refused choice and the one asked again
