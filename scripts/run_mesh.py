@@ -232,7 +232,7 @@ def example_conversation(gateway: str) -> None:
     start_body = {"collection": "demo", "categories": ["도서", "생활", "선물", "전자기기", "커리어"],
                   "attributes": []}
     cid = httpx.post(f"{gateway}/v1/conversations", json=start_body, timeout=30).json()["id"]
-    body = {"text": "부모님 결혼기념일 선물 5만 원 이하로 찾아요, 책은 빼고요", "top_k": 3}
+    body = {"text": "부모님 결혼기념일 선물 5만 원 이하로 찾아요, 도서는 빼고요", "top_k": 3}
     print(f"\nPOST /v1/conversations/{{id}}/turns {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
     start = time.perf_counter()
     out = httpx.post(f"{gateway}/v1/conversations/{cid}/turns", json=body, timeout=240).json()
