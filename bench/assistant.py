@@ -20,11 +20,9 @@ time to the first event and the turn time (p50). Besides: a repeated backend cal
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ import httpx
 
 from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
 from bench.report import command_line, write_result
+from bench.standin import ToolBackendStandIn
 from infra.llm.server import start_llm_server
 
 DATA = Path(__file__).parent / "data"
@@ -40,28 +39,6 @@ POSTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "required": 
                    "properties": {"role": {"type": "string", "minLength": 1, "description": "직무"},
                                   "company": {"type": "string", "description": "회사"},
                                   "location": {"type": "string", "description": "근무지"}}}
-
-
-def postings_standin() -> tuple[http.server.ThreadingHTTPServer, str]:
-    """A backend answering ``job_postings`` calls with one posting echoing what was asked."""
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            args = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["arguments"]
-            body = json.dumps({"postings": [{"company": args.get("company") or "한빛소프트웨어", "role": args["role"],
-                                             "location": args.get("location") or "판교", "deadline": "12월 20일"}]},
-                              ensure_ascii=False).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/postings"
 
 
 def turn(http: httpx.Client, sid: str, text: str) -> dict[str, Any]:
@@ -178,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     data = json.loads((DATA / "assistant_eval.json").read_text(encoding="utf-8"))
     docs = json.loads((DATA / "assistant_docs.json").read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-assistant-"))
-    server, url = postings_standin()
+    backend = ToolBackendStandIn()
+    url = f"{backend.base}/postings"
     tools = folder / "tools.json"
     tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
         {"name": "job_postings", "description": "채용 공고를 직무, 회사, 근무지로 찾습니다.",
@@ -202,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         for p in procs:
             stop_service(p)
         llm.stop()
-        server.shutdown()
+        backend.close()
     rows = [[split, str(s["turns"]), *(f"{s[k]}" for k in ("right_tool", "right_args", "no_call_when_none_needed",
                                                              "answerable_answered", "unanswerable_refused",
                                                              "citation_precision", "first_event_ms_no_tool_p50",

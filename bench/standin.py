@@ -278,3 +278,52 @@ def _any_value(value, to_dict):
     if kind in ("string_value", "bool_value", "int_value", "double_value"):
         return getattr(value, kind)
     return to_dict(value) if kind else None
+
+
+class ToolBackendStandIn(_LoopbackServer):
+    """A local stand-in for an operator's backend tool (gateway/assistant/backend_tools.py): not a real service.
+
+    POSTs ``{"tool", "arguments", "caller"}`` are recorded in ``requests`` and answered by path, for the
+    failures a real backend cannot be made to show on demand: ``/redirect`` answers 302 (to a metadata
+    address), ``/big`` a ~10 MB JSON array, ``/slow`` after ``slow_s``; any other path one posting echoing
+    the arguments and the caller. ``base`` is its root URL.
+    """
+
+    def __init__(self, slow_s: float = 2.0) -> None:
+        import http.server
+        import json
+        import time
+
+        self.requests: list[dict] = []
+        standin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.requests.append({"path": self.path, **body})
+                if self.path == "/redirect":
+                    self.send_response(302)
+                    self.send_header("Location", "http://169.254.169.254/latest")
+                    self.end_headers()
+                    return
+                if self.path == "/slow":
+                    time.sleep(slow_s)
+                args = body.get("arguments") or {}
+                payload = b"[" + b"0," * (5 << 20) + b"0]" if self.path == "/big" else json.dumps(
+                    {"postings": [{"company": args.get("company") or "한빛소프트웨어", "role": args.get("role", ""),
+                                   "location": args.get("location") or "판교", "caller": body.get("caller", "")}]},
+                    ensure_ascii=False).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self._serve(Handler)
+        self.base = self.url.removesuffix("/v1")

@@ -36,6 +36,8 @@ import httpx
 import jsonschema
 from prometheus_client import Counter
 
+from gateway.tasks.serving import canonical
+
 CALLS = Counter("mesh_gateway_backend_tool_calls", "backend tool calls by outcome", ["tool", "outcome"])
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -114,11 +116,6 @@ def load_backend_tools(path: Path | str) -> dict[str, BackendTool]:
             raise ToolFileError(f"{where}: timeout_s in (0, 30], cache_ttl_s in [0, 3600], max_bytes in (0, 8 MiB]")
         tools[name] = tool
     return tools
-
-
-def canonical(value: Any) -> str:
-    """The same JSON for the same value, whatever the key order."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 class BackendTools:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from datetime import date
+
+from pydantic import BaseModel, Field, field_validator
 
 from gateway.http.models import Strict
 
@@ -23,6 +25,13 @@ class StartSession(Strict):
     reference_date: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}$",
                                        description="the person's today (YYYY-MM-DD) that dates are read against "
                                                    "(default: today in the task's time zone)")
+
+    @field_validator("reference_date")
+    @classmethod
+    def _a_real_date(cls, value: str | None) -> str | None:
+        if value is not None:
+            date.fromisoformat(value)  # 2026-13-45 fits the pattern, not the calendar: a ValueError is a 400
+        return value
 
 
 class AssistantTurn(BaseModel):
@@ -45,6 +54,7 @@ class SessionState(BaseModel):
     turns: list[AssistantTurn]
     earlier_turns: int = Field(0, description="turns before the first of `turns`, no longer kept")
     expires_in_s: int
+
 
 
 class Message(Strict):

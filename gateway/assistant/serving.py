@@ -40,7 +40,7 @@ from gateway.reasoning.events import error_event, sse, usage_of
 from gateway.reasoning.routes import ModelRoutes
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
-from gateway.tasks.store import KeyValue, StoreUnavailable
+from gateway.tasks.store import KeyValue, StoreUnavailable, numbered, session_hash
 from services.runtime.korean import dates
 
 SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
@@ -123,16 +123,13 @@ class Assistant:
                                 expires_in_s=self.ttl_s)
 
     async def _load(self, sid: str) -> tuple[dict, dict[int, dict]]:
-        fields = None
-        if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
-            try:
-                fields = await self.store.hgetall(self.key(sid))
-            except StoreUnavailable as err:
-                raise unavailable(err) from None
+        try:
+            fields = await session_hash(self.store, self.key(sid), sid)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "session_not_found", "no such assistant session (it may have expired)")
-        turns = {int(k[2:]): json.loads(v) for k, v in fields.items() if k.startswith("t:")}
-        return json.loads(fields["meta"]), turns
+        return json.loads(fields["meta"]), numbered(fields)
 
     async def state(self, sid: str) -> api.SessionState:
         """The session and its latest turns."""

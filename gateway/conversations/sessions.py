@@ -34,7 +34,7 @@ from gateway.search.protocol import SearchRequest
 from gateway.search.serving import Search
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
-from gateway.tasks.store import KeyValue, StoreUnavailable
+from gateway.tasks.store import KeyValue, StoreUnavailable, numbered, session_hash
 
 TASK = "spec_delta"
 TURNS = Counter("mesh_gateway_conversation_turns", "conversation turns by outcome", ["outcome"])
@@ -70,16 +70,13 @@ class Conversations:
         return f"conversation:{cid}"
 
     async def _load(self, cid: str) -> tuple[dict, dict[int, dict]]:
-        fields = None
-        if len(cid) == 32 and all(c in "0123456789abcdef" for c in cid):
-            try:
-                fields = await self.store.hgetall(self.key(cid))
-            except StoreUnavailable as err:
-                raise unavailable(err) from None
+        try:
+            fields = await session_hash(self.store, self.key(cid), cid)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
-        turns = {int(k[2:]): json.loads(v) for k, v in fields.items() if k.startswith("t:")}
-        return json.loads(fields["meta"]), turns
+        return json.loads(fields["meta"]), numbered(fields)
 
     async def _expires(self, cid: str) -> int:
         try:

@@ -39,7 +39,7 @@ from gateway.http.errors import ApiError
 from gateway.interviews import protocol as api
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
-from gateway.tasks.store import KeyValue, StoreUnavailable
+from gateway.tasks.store import KeyValue, StoreUnavailable, session_hash
 
 log = logging.getLogger(__name__)
 QUESTIONS = Counter("mesh_gateway_interview_questions", "interview questions served, by how they were written",
@@ -134,12 +134,10 @@ class Interviews:
         return f"interview:{sid}"
 
     async def _load(self, sid: str) -> Session:
-        fields = None
-        if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
-            try:
-                fields = await self.store.hgetall(self.key(sid))
-            except StoreUnavailable as err:
-                raise state_unavailable(err) from None
+        try:
+            fields = await session_hash(self.store, self.key(sid), sid)
+        except StoreUnavailable as err:
+            raise state_unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "interview_not_found", "no such interview (it may have expired)")
         return Session.parse(sid, fields)

@@ -10,6 +10,7 @@ fails open (the cache) or fails the request (interviews, whose state must not be
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from abc import ABC, abstractmethod
@@ -56,6 +57,21 @@ class KeyValue(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+async def session_hash(store: KeyValue, key: str, sid: str) -> dict[str, str]:
+    """The hash of a session whose id the gateway made (32 hex digits); {} for any other id (never looked up).
+
+    StoreUnavailable when the store does not answer.
+    """
+    if len(sid) != 32 or any(c not in "0123456789abcdef" for c in sid):
+        return {}
+    return await store.hgetall(key)
+
+
+def numbered(fields: dict[str, str], prefix: str = "t:") -> dict[int, dict]:
+    """A session hash's numbered entries (``t:1``, ``t:2`` …) as JSON values by number."""
+    return {int(k[len(prefix):]): json.loads(v) for k, v in fields.items() if k.startswith(prefix)}
 
 
 class MemoryKeyValue(KeyValue):

@@ -9,17 +9,14 @@ events and their order, the checks, the session kept, the errors. The real model
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from bench.standin import ChatStandIn
+from bench.standin import ChatStandIn, ToolBackendStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app, parse_sse
@@ -59,29 +56,9 @@ def reply(body: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def backend():
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if self.path == "/slow":
-                time.sleep(1.5)
-            payload = json.dumps({"postings": [{"company": "한빛소프트웨어", "role": body["arguments"]["role"],
-                                                "caller": body["caller"]}]}, ensure_ascii=False).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            try:
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    standin = ToolBackendStandIn(slow_s=1.5)
+    yield standin.base
+    standin.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -188,3 +165,10 @@ async def test_a_date_task_chosen_for_a_message_without_a_date_is_refused_by_cod
     assert events[0][1]["name"] == "calendar_parse"
     assert events[1][1]["text"] == "보통 두 시간 안팎이에요." and events[-1][1]["tool"] is None
     assert len(standin.requests) == before + 2  # the refused choice and the one asked again
+
+
+async def test_a_reference_date_off_the_calendar_is_400(assistant):
+    http_client, _ = assistant
+    r = await http_client.post("/v1/assistant/sessions",
+                               json={"collections": ["career"], "reference_date": "2026-13-45"})
+    assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "reference_date"

@@ -4,13 +4,12 @@ backend exists here."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 
 import pytest
 
+from bench.standin import ToolBackendStandIn
 from gateway.assistant.backend_tools import BackendTools, ToolError, ToolFileError, load_backend_tools
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["role"],
@@ -19,44 +18,15 @@ SCHEMA = {"type": "object", "additionalProperties": False, "required": ["role"],
 
 @pytest.fixture(scope="module")
 def backend():
-    seen: list[dict] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, **body})
-            if self.path == "/redirect":
-                self.send_response(302)
-                self.send_header("Location", "http://169.254.169.254/latest")
-                self.end_headers()
-                return
-            if self.path == "/hang":
-                time.sleep(2)
-            payload = b"[" + b"0," * (5 << 20) + b"0]" if self.path == "/big" else json.dumps(
-                {"postings": [{"company": "한빛소프트웨어", "role": body["arguments"]["role"]}]},
-                ensure_ascii=False).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            try:
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
+    standin = ToolBackendStandIn(slow_s=2.0)
+    yield standin.base, standin.requests
+    standin.close()
 
 
 def tools_file(tmp_path, base: str, **extra) -> str:
     tools = [{"name": name, "description": "채용 공고 검색", "parameters": SCHEMA, "url": f"{base}/{path}",
               "timeout_s": 0.5, **extra} for name, path in (("job_postings", "ok"), ("redirecting", "redirect"),
-                                                           ("huge", "big"), ("slow", "hang"))]
+                                                           ("huge", "big"), ("slow", "slow"))]
     path = tmp_path / "tools.json"
     path.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": tools}), encoding="utf-8")
     return str(path)
@@ -71,6 +41,7 @@ async def test_a_call_is_checked_sent_once_and_then_served_from_the_cache(backen
         assert not cached and value["postings"][0]["role"] == "백엔드"
         assert seen[-1] == {"path": "/ok", "tool": "job_postings", "arguments": {"role": "백엔드", "location": "판교"},
                             "caller": "caller-1"}
+        assert value["postings"][0]["caller"] == "caller-1"
         t = time.perf_counter()
         again, cached = await tools.call("job_postings", {"location": "판교", "role": "백엔드"}, "caller-1")
         assert cached and again == value and (time.perf_counter() - t) < 0.005  # the seed's 5 ms, key order aside
