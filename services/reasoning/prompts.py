@@ -15,7 +15,7 @@ from services.reasoning.generation import estimate_tokens
 # One call per card (services/reasoning/reasons.py): the model sees one item and the query, so it cannot
 # borrow another card's facts, and a card is shown as soon as its own short call ends. The system text and
 # the worked examples stay the same across calls and the query comes first in the last turn, so a serving
-# engine's prefix cache keeps all but the item's lines (~50 tokens to read per card on two cores).
+# engine's prefix cache keeps all but the item's lines.
 REASONS_SYSTEM = (
     "당신은 쇼핑몰의 추천 도우미입니다. 검색한 사람의 말과 상품 하나를 받아, 이 상품이 그 사람에게 왜 맞는지 "
     "한국어로 씁니다.\n"

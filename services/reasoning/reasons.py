@@ -1,10 +1,10 @@
 """Recommendation reasons: one short LLM call per card, the query's cards in order (or ``parallel`` at once).
 
 Each call sees the query and one item only, so the model cannot borrow another card's facts, and a
-card is known as soon as its own call ends (about 3-4 s on two cores, not the whole list's ~25 s). The
-system text and worked examples are the same for every call and the query comes first in the last
-turn, so the serving engine's prefix cache leaves ~50 tokens to read per card
-(bench/results/reasons.md). The answer is constrained by a JSON schema (the backend's grammar or
+card is known as soon as its own call ends, not when the whole list's answer does
+(bench/results/reasons.md). The system text and worked examples are the same for every call and the
+query comes first in the last turn, so the serving engine's prefix cache leaves only the item's lines
+to read per card. The answer is constrained by a JSON schema (the backend's grammar or
 structured output) and validated here as well.
 
 Every card's reasons go through the checks of :mod:`services.reasoning.checks` (not a copy of the

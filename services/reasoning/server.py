@@ -64,7 +64,7 @@ class ReasoningService:
     async def _warm_prefix(self) -> None:
         """Read the reasons prompt's unchanging prefix (system text, worked examples) into the server's cache.
 
-        In the background once serving: ~600 tokens, ~12 s on two cores, that the first recommendation
+        In the background once serving: the hundreds of tokens (seconds on two cores) the first recommendation
         after a start would otherwise wait for (a request meanwhile queues behind it on a one-slot server).
         """
         result = await self.generator.complete(reason_messages("선물", "상품", ""), GenerationParams(1, 0.0),
