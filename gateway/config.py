@@ -106,6 +106,8 @@ class GatewaySettings(BaseSettings):
                                              "--sessions-redis-url's Redis; without one, in process)")
     assistant_history_turns: int = Field(5, ge=0, le=50, description="earlier turns of an assistant session in each "
                                                                      "prompt (bounds a turn's input tokens)")
+    assistant_tool_rounds: int = Field(3, ge=1, le=10, description="tools an assistant turn may run, one after "
+                                                                   "another, before the model must reply")
     assistant_tools_file: str = Field("", description="backend tools the assistant may call (JSON: allowed_hosts, "
                                                       "tools with name, description, parameters schema, https URL, "
                                                       "timeout_s, cache_ttl_s, max_bytes); empty: none")

@@ -197,4 +197,5 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                 llm_slots=llm_slots,
                 assistant=Assistant(routes, answers, tasks, sessions, ttl_s=settings.assistant_ttl_s, backend=backend,
                                     history_turns=settings.assistant_history_turns,
+                                    tool_rounds=settings.assistant_tool_rounds,
                                     max_turns=settings.conversation_max_turns))

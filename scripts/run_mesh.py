@@ -246,6 +246,33 @@ def example_conversation(gateway: str) -> None:
           + ", ".join(h["id"] for h in out["hits"]), flush=True)
 
 
+def example_assistant(gateway: str) -> None:
+    """An assistant session's turn: the question searched, the answer checked and cited (SSE events)."""
+    import httpx
+
+    sid = httpx.post(f"{gateway}/v1/assistant/sessions", json={"collections": ["demo"], "caller": "demo"},
+                     timeout=30).json()["id"]
+    body = {"text": "텀블러는 몇 시간 동안 보온이 돼?"}
+    print(f"\nPOST /v1/assistant/sessions/{{id}}/messages {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)",
+          flush=True)
+    start = time.perf_counter()
+    with httpx.stream("POST", f"{gateway}/v1/assistant/sessions/{sid}/messages", json=body, timeout=240) as resp:
+        event = ""
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event != "delta":
+                data = json.loads(line[6:])
+                if event == "answer":
+                    data = {**data, "citations": [c["id"] for c in data["citations"]]}
+                elif event == "done":
+                    data = {"turn": data["turn"], "timings": data["timings"]}
+                print(f"  [{time.perf_counter() - start:5.1f}s] {event}: {json.dumps(data, ensure_ascii=False)[:200]}",
+                      flush=True)
+            elif line.startswith("data: "):
+                print(f"  [{time.perf_counter() - start:5.1f}s] delta: {json.loads(line[6:])['text']}", flush=True)
+
+
 def example_pii(gateway: str) -> None:
     """Personal data found in Korean text and masked (code only, no model)."""
     import httpx
@@ -259,7 +286,7 @@ def example_pii(gateway: str) -> None:
 
 EXAMPLES = (("search", example_search), ("OCR", example_ocr), ("recommendation", example_recommendation),
             ("grounded answers", example_answers), ("declared task", example_task),
-            ("conversation", example_conversation), ("personal data", example_pii))
+            ("conversation", example_conversation), ("assistant", example_assistant), ("personal data", example_pii))
 
 
 def run_demo(gateway: str) -> None:

@@ -6,7 +6,9 @@ that (a) the sentences it named — or, when those do not hold it, one or two ad
 passage that code finds — hold every number of the answer (values compared: "1만 2천 원" is 12,000)
 and most of its content terms, and (b) those sentences hold a term of the question —
 one that tells the passages apart (in some of them, not all) when the question has such a term, else
-one that is in any of them. Anything else is ``answerable: false`` with reason ``unsupported``: a 1.5B model says
+one that is in any of them. A bare answer ("네", "아니요": no content term, no number) affirms the
+question itself, so its evidence must hold every content term of the question. Anything else is
+``answerable: false`` with reason ``unsupported``: a 1.5B model says
 "answerable" whenever it has passages, and writes names and numbers from memory; code does not. (b)
 does not ask for *most* of the question's terms: questions are worded apart from the documents ("아이를
 낳으면" for "출산"), so the share is only reported; whether the passages can answer at all is the
@@ -51,7 +53,8 @@ SUFFIXES = sorted({
 # Words that ask rather than say what: never a content term.
 STOP = {
     "무엇", "무슨", "어떤", "어떻게", "어디", "어디서", "언제", "얼마", "얼마나", "몇", "누구", "왜", "어느",
-    "뭐", "뭔가", "있나", "없나", "있어", "없어", "있는", "없는", "되나", "하나", "알려", "알려줘", "주세요",
+    "뭐", "뭔가", "있나", "없나", "있어", "없어", "있는", "없는", "있습", "없습",
+    "되나", "하나", "알려", "알려줘", "주세요",
     "싶어", "싶은", "궁금", "그", "이", "저", "것", "수", "때", "좀", "혹시", "정도", "경우", "대한", "관련",
     "가요", "나요", "까요", "인가", "며칠", "몇일", "아직", "이미", "지금", "보통", "대략", "대체", "혹은",
     "또는", "그리고", "그럼", "그러면", "the", "a", "an", "of", "to", "is", "are", "what", "how", "when",
@@ -187,15 +190,23 @@ class _Support:
         return not self.missing and self.answer_share >= MIN_ANSWER_TERMS
 
 
-def _support(answer: str, sentences: list[Sentence]) -> _Support:
+def _support(answer: str, sentences: list[Sentence], claim: list[str] | None = None) -> _Support:
     text = " ".join(s.text for s in sentences)
     haystack, written = _squash(text), set(numbers(text))
     a_terms = terms(answer)
-    share = sum(present(t, haystack) for t in a_terms) / len(a_terms) if a_terms else 1.0
+    if claim:  # a bare "네": every term of what it affirms (the question) must be there
+        share = 1.0 if all(present(t, haystack) for t in claim) else 0.0
+    else:
+        share = sum(present(t, haystack) for t in a_terms) / len(a_terms) if a_terms else 1.0
     return _Support(sentences, [n for n in numbers(answer) if not _held(n, written)], round(share, 3))
 
 
-def _located(answer: str, numbered_sentences: list[Sentence]) -> _Support | None:
+def bare(answer: str) -> bool:
+    """An answer that says nothing of its own — no content term, no number ("네", "아니요", "맞습니다")."""
+    return not terms(answer) and not numbers(answer)
+
+
+def _located(answer: str, numbered_sentences: list[Sentence], claim: list[str] | None = None) -> _Support | None:
     """The one or two adjacent sentences of one passage that hold the answer best (None: none holds it)."""
     best: _Support | None = None
     for i, s in enumerate(numbered_sentences):
@@ -203,7 +214,7 @@ def _located(answer: str, numbered_sentences: list[Sentence]) -> _Support | None
         if i + 1 < len(numbered_sentences) and numbered_sentences[i + 1].passage == s.passage:
             windows.append([s, numbered_sentences[i + 1]])
         for window in windows:
-            found = _support(answer, window)
+            found = _support(answer, window, claim)
             if found.holds and (best is None or found.answer_share > best.answer_share):
                 best = found
     return best
@@ -227,10 +238,12 @@ def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence
         else:
             removed += 1
     named = named[:MAX_EVIDENCE]
-    found = _support(answer, named) if named else None
+    # A bare answer affirms or denies the question itself: its evidence must hold every term of the question.
+    claim = terms(question) if bare(answer) else None
+    found = _support(answer, named, claim) if named else None
     located = False
     if found is None or not found.holds:
-        better = _located(answer, numbered_sentences)
+        better = _located(answer, numbered_sentences, claim)
         if better is not None:
             found, located = better, True
     if found is None:

@@ -3,17 +3,24 @@
 One turn (``POST /v1/assistant/sessions/{id}/messages``, SSE):
 
 1. the model sees the assistant's instructions, the session's last ``history_turns`` turns and the
-   message, with the session's tools; it either replies (``delta`` events, streamed: a reply that needs
-   no tool needs no check) or calls one tool, its arguments checked by the reasoning service as on
-   ``/v1/chat/completions`` (schema, Korean amounts and dates by code, ungrounded calls refused);
+   message, with the session's tools; it either replies (``delta`` events) or calls one tool, its
+   arguments checked by the reasoning service as on ``/v1/chat/completions`` (schema, Korean amounts
+   and dates by code, ungrounded calls refused). Code then checks the choice: a date task for a message
+   naming no date or time is refused (``tool_refused``) and the model asked again without it; a direct
+   reply to a message that asks for information (services/runtime/korean/questions.py) while the
+   session may search becomes a search (``tool_call`` with ``"by": "code"``): that reply would be facts
+   no code checked;
 2. ``tool_call`` names the call; the server runs it:
    - ``search``: the grounded-answer code over the session's first collection (``/v1/answers``: evidence
      sentences, numbers, abstention): ``tool_result`` then ``answer`` with the checked text and its
-     citations, never streamed before the check; a question the documents do not answer is refused;
+     citations, never streamed before the check; a question the documents do not answer is refused.
+     The checked answer ends the turn;
    - a declared task (``calendar_parse``, ``resume_analysis`` …) or a backend tool: ``tool_result`` (a
-     summary, not a large payload), then the model's reply from it (``delta`` events);
-3. ``done`` with the turn's usage and timings; or ``error`` (the ErrorBody shape) — a failed tool ends
-   the turn with it.
+     summary, not a large payload), then the model again with the result: another tool (at most
+     ``tool_rounds`` a turn; the same call twice is not run again) or its reply (``delta`` events);
+3. ``done`` with the turn's usage and timings; or ``error`` (the ErrorBody shape). A failed tool is
+   shown to the model once (``tool_result`` with ``error``), which then replies without tools, and
+   the turn ends with the ``error`` event.
 
 The turn is kept in the sessions store (its number claimed once, as interview turns are), at most
 ``max_turns`` of them per session.
@@ -42,6 +49,7 @@ from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, StoreUnavailable, numbered, session_hash
 from services.runtime.korean import dates
+from services.runtime.korean.questions import asks
 
 SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
           "답합니다. 정보에 없는 사실은 지어내지 않습니다.\n"
@@ -56,6 +64,21 @@ SEARCH = Tool("search", "회사 정보, 채용 절차, 복지, 이력서·면접
 INTERNAL_TASKS = ("interview_question", "spec_delta")  # the interview and conversation sessions' own steps
 REFUSAL = "찾은 문서에서는 그 답을 확인할 수 없습니다."
 SUMMARY_CHARS = 600
+FROM_CODE = ("text", "reference_date", "timezone")  # a task's inputs code takes from the person and the session
+
+
+def model_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """A declared task's input schema less what code fills (:data:`FROM_CODE`): what the model writes.
+
+    The person's words, the session's reference date and zone are taken by code (``Assistant._inputs``);
+    asking the model to copy them costs prompt tokens, output tokens and a chance to change them.
+    """
+    props = schema.get("properties") or {}
+    if not any(k in props for k in FROM_CODE):
+        return schema
+    out = {**schema, "properties": {k: v for k, v in props.items() if k not in FROM_CODE}}
+    out["required"] = [k for k in schema.get("required") or [] if k not in FROM_CODE]
+    return out
 
 
 def unavailable(err: Exception) -> ApiError:
@@ -73,12 +96,14 @@ class Assistant:
     """Assistant sessions on the model routes, the grounded-answer code, the declared tasks and backend tools."""
 
     def __init__(self, routes: ModelRoutes, answers: Answers, tasks: Tasks, store: KeyValue, *, ttl_s: int,
-                 backend: BackendTools | None = None, history_turns: int = 5, max_turns: int = 50) -> None:
+                 backend: BackendTools | None = None, history_turns: int = 5, max_turns: int = 50,
+                 tool_rounds: int = 3) -> None:
         self.routes, self.answers, self.tasks, self.store = routes, answers, tasks, store
         self.backend = backend
         self.ttl_s = ttl_s
         self.history_turns = history_turns  # in the prompt: bounds each turn's input tokens
         self.max_turns = max_turns
+        self.tool_rounds = tool_rounds  # tools run one after another in a turn before the model must reply
 
     @staticmethod
     def key(sid: str) -> str:
@@ -90,7 +115,7 @@ class Assistant:
         out = {SEARCH.name: SEARCH}
         for name, task in self.tasks.tasks.items():
             if name not in INTERNAL_TASKS:
-                out[name] = Tool(name, task.spec.description, task.spec.input_schema)
+                out[name] = Tool(name, task.spec.description, model_parameters(task.spec.input_schema))
         for name, tool in (self.backend.tools if self.backend else {}).items():
             out[name] = Tool(name, tool.description, tool.parameters)
         return out
@@ -159,34 +184,58 @@ class Assistant:
         start = time.perf_counter()
         meta, turns = session
         available = self.available()
-        tools = [available[t] for t in meta["tools"] if t in available]
-        messages = self._messages(meta, turns, body.text)
-        record: dict[str, Any] = {"text": body.text, "tool": None, "arguments": None, "reply": "", "citations": []}
+        offered = [available[t] for t in meta["tools"] if t in available]
+        convo = self._messages(meta, turns, body.text)
+        record: dict[str, Any] = {"text": body.text, "tool": None, "arguments": None, "reply": "", "citations": [],
+                                  "calls": []}
         usage: list[Any] = []
         timings: dict[str, float] = {}
+        seen: set[str] = set()  # calls already run this turn (tool + canonical arguments)
+        failed: ApiError | None = None
+        repeated = False
         try:
-            call: ToolCall | None = None
-            for _ in range(2):  # a call code refutes is asked again once, without that tool
-                async for event in self._complete(meta, sid, messages, tools, deadline, usage):
-                    if isinstance(event, ToolCalls):
-                        call = event.calls[0]
-                    else:
-                        record["reply"] += event
-                        yield sse("delta", {"text": event})
-                refuted = self._refuted(call, body.text) if call is not None else None
-                if refuted is None:
+            for round_ in range(self.tool_rounds + 1):
+                tools = [] if failed or repeated or round_ == self.tool_rounds else offered
+                call, pieces = None, []
+                for _ in range(2):  # a call code refutes is asked again once, without that tool
+                    pieces = []
+                    async for event in self._complete(meta, sid, convo, tools, deadline, usage):
+                        if isinstance(event, ToolCalls):
+                            call = event.calls[0]
+                        elif tools:
+                            pieces.append(event)  # a tool choice is decoded whole: shown once code has decided
+                        else:
+                            record["reply"] += event
+                            yield sse("delta", {"text": event})
+                    refuted = self._refuted(call, body.text) if call is not None else None
+                    if refuted is None:
+                        break
+                    yield sse("tool_refused", {"name": refuted, "reason": "the message names no date or time"})
+                    offered = tools = [t for t in tools if t.name != refuted]
+                    call = None
+                timings.setdefault("first_call_ms", round((time.perf_counter() - start) * 1e3, 1))
+                by = "model"
+                if call is None and round_ == 0 and any(t.name == SEARCH.name for t in tools) and asks(body.text):
+                    # A question answered from the model's memory is an answer no code has checked: search it.
+                    call, by = ToolCall("code_" + uuid.uuid4().hex[:12], SEARCH.name,
+                                        json.dumps({"query": body.text[:500]}, ensure_ascii=False)), "code"
+                if call is not None and self._canonical(call) in seen:
+                    repeated = True  # the same call again: its result is in the conversation; now the reply
+                    continue
+                if call is None:
+                    for piece in pieces:
+                        record["reply"] += piece
+                        yield sse("delta", {"text": piece})
                     break
-                yield sse("tool_refused", {"name": refuted, "reason": "the message names no date or time"})
-                tools, call = [t for t in tools if t.name != refuted], None
-            timings["first_call_ms"] = round((time.perf_counter() - start) * 1e3, 1)
-            if call is not None:
+                seen.add(self._canonical(call))
                 arguments = self._inputs(meta, call.name, json.loads(call.arguments or "{}"), body.text)
                 record["tool"], record["arguments"] = call.name, arguments
-                yield sse("tool_call", {"name": call.name, "arguments": arguments})
+                record["calls"].append(call.name)
+                yield sse("tool_call", {"name": call.name, "arguments": arguments, "by": by})
                 t = time.perf_counter()
                 if call.name == SEARCH.name:
                     out = await self._search(meta, turns, body.text, deadline)
-                    timings["tool_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+                    timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
                     yield sse("tool_result", {"name": call.name, "summary": f"{len(out.passages)} passages; "
                                                                             f"{out.reason}", "cached": False})
                     record["reply"] = out.answer if out.answerable else REFUSAL
@@ -195,17 +244,22 @@ class Assistant:
                         usage.append(out.usage)
                     yield sse("answer", {"text": record["reply"], "answerable": out.answerable, "reason": out.reason,
                                          "citations": [c.model_dump() for c in out.citations]})
-                else:
+                    break  # a checked answer is the turn's reply
+                try:
                     result, cached = await self._tool(meta, sid, call.name, arguments, deadline)
-                    timings["tool_ms"] = round((time.perf_counter() - t) * 1e3, 1)
-                    yield sse("tool_result", {"name": call.name, "summary": summary(result), "cached": cached})
-                    follow = [*messages, ChatMessage("assistant", tool_calls=(call,)),
-                              ChatMessage("tool", summary(result), tool_call_id=call.id, name=call.name)]
-                    async for piece in self._complete(meta, sid, follow, [], deadline, usage):
-                        if isinstance(piece, str):
-                            record["reply"] += piece
-                            yield sse("delta", {"text": piece})
+                    shown = summary(result)
+                    yield sse("tool_result", {"name": call.name, "summary": shown, "cached": cached})
+                except ToolError as err:
+                    # shown to the model once; its reply, then the error ends the turn
+                    failed = ApiError(502, "tool_failed", err.message, retryable=err.kind in ("timeout", "http"))
+                    shown = f"error: {err.message}"
+                    yield sse("tool_result", {"name": call.name, "error": err.message, "cached": False})
+                timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
+                convo = [*convo, ChatMessage("assistant", tool_calls=(call,)),
+                         ChatMessage("tool", shown, tool_call_id=call.id, name=call.name)]
             number = await self._keep(sid, turns, record)
+            if failed:
+                raise failed
         except ApiError as err:
             yield error_event(err)
             return
@@ -213,9 +267,17 @@ class Assistant:
             yield error_event(from_client_error(err))
             return
         timings["turn_ms"] = round((time.perf_counter() - start) * 1e3, 1)
-        yield sse("done", {"turn": number, "tool": record["tool"],
+        yield sse("done", {"turn": number, "tool": record["tool"], "calls": record["calls"],
                            "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
                            "timings": timings})
+
+    @staticmethod
+    def _canonical(call: ToolCall) -> str:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = call.arguments
+        return json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
     def _refuted(self, call: ToolCall, text: str) -> str | None:
         """The tool's name when code refutes the call, else None.
@@ -233,19 +295,16 @@ class Assistant:
         """A declared task's input, its dates and words taken from the person, not the model.
 
         The person's own words become its ``text`` (the model's paraphrase loses dates and names), the
-        session's ``reference_date`` its reference; a date or zone the model wrote that the message does
-        not is dropped (the task then reads against today in its zone).
+        session's ``reference_date`` its reference (without one the task reads against today in its
+        zone); the model was never asked for them (:func:`model_parameters`).
         """
         task = self.tasks.tasks.get(name)
         if task is None:
             return arguments
         props = task.spec.input_schema.get("properties", {})
-        out = dict(arguments)
+        out = {k: v for k, v in arguments.items() if k not in FROM_CODE}
         if "text" in props:
             out["text"] = text
-        for key in ("reference_date", "timezone"):
-            if key in props and key in out and str(out[key]) not in text:
-                del out[key]
         if "reference_date" in props and meta.get("reference_date"):
             out["reference_date"] = meta["reference_date"]
         return out
@@ -290,11 +349,8 @@ class Assistant:
 
     async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
         """A declared task's result or a backend tool's answer, and whether it came from a cache."""
-        if self.backend is not None and name in self.backend.tools:
-            try:
-                return await self.backend.call(name, arguments, meta.get("caller") or sid)
-            except ToolError as err:
-                raise ApiError(502, "tool_failed", err.message, retryable=err.kind in ("timeout", "http")) from None
+        if self.backend is not None and name in self.backend.tools:  # raises ToolError
+            return await self.backend.call(name, arguments, meta.get("caller") or sid)
         run = await self.tasks.prepare(name, TaskRequest(input=arguments, model=meta["model"], session_id=sid))
         response = await self.tasks.run(run, deadline)
         return response.result, response.cached

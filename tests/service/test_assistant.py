@@ -45,13 +45,22 @@ def reply(body: dict) -> dict:
     if body.get("response_format"):  # the tool choice
         last = body["messages"][-1]["content"]
         if "몇 분 동안" in last:  # a wrong calendar call while it is offered, then a direct reply
-            return {"chunks": [json.dumps({"tool": "calendar_parse", "arguments": {"text": "코딩테스트 시간"}}
+            return {"chunks": [json.dumps({"tool": "calendar_parse", "arguments": {}}
                                           if "calendar_parse" in schema else
                                           {"tool": "reply_directly", "answer": "보통 두 시간 안팎이에요."},
                                           ensure_ascii=False)]}
-        choice = next((v for k, v in CHOICES.items() if k in last), {"tool": "reply_directly", "answer": "네."})
+        if "계속 찾아줘" in prompt:  # a model that calls the same tool again whatever it was given
+            choice = {"tool": "job_postings", "arguments": {"role": "백엔드"}}
+        elif last.startswith("Result of the tool call"):
+            choice = {"tool": "reply_directly", "answer": "판교에서 백엔드 공고 1건을 찾았어요."}
+        else:
+            choice = next((v for k, v in CHOICES.items() if k in last), {"tool": "reply_directly", "answer": "네."})
         return {"chunks": [json.dumps(choice, ensure_ascii=False)]}
-    return {"chunks": ["판교에서 백엔드 공고 ", "1건을 찾았어요."]}  # the reply after a tool
+    if "몇 분 동안" in body["messages"][-1]["content"]:  # asked again with no tool left to offer
+        return {"chunks": ["보통 두 시간 안팎이에요."]}
+    if "error:" in body["messages"][-1]["content"]:  # the reply after a failed tool, offered no tools
+        return {"chunks": ["공고 검색이 ", "지금은 안 돼요."]}
+    return {"chunks": ["찾은 공고를 ", "정리했어요."]}  # the reply after the last round, offered no tools
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +112,7 @@ async def test_a_search_turn_answers_with_checked_citations_and_the_session_keep
     sid = await _session(http_client)
     events = await _turn(http_client, sid, "한빛소프트웨어 채용 절차가 어떻게 돼?")
     assert [e for e, _ in events] == ["tool_call", "tool_result", "answer", "done"]
-    assert events[0][1] == {"name": "search", "arguments": {"query": "한빛소프트웨어 채용 절차"}}
+    assert events[0][1] == {"name": "search", "arguments": {"query": "한빛소프트웨어 채용 절차"}, "by": "model"}
     answer = events[2][1]
     assert answer["answerable"] and "4주" in answer["text"]
     assert [c["id"] for c in answer["citations"]] == ["hanbit-process"]
@@ -127,11 +136,13 @@ async def test_a_backend_tool_is_called_with_the_caller_then_served_from_its_cac
     http_client, standin = assistant
     sid = await _session(http_client)
     first = await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
-    assert [e for e, _ in first] == ["tool_call", "tool_result", "delta", "delta", "done"]
+    assert [e for e, _ in first][:2] == ["tool_call", "tool_result"] and first[-1][0] == "done"
     result = first[1][1]
     assert result["name"] == "job_postings" and not result["cached"] and '"caller":"user-7"' in result["summary"]
-    # The reply after the tool saw the tool's result in its prompt.
+    # The reply after the tool saw the tool's result in its prompt, and could have called another tool.
     assert '"role":"백엔드"' in standin.requests[-1]["messages"][-1]["content"]
+    assert "".join(d["text"] for e, d in first if e == "delta") == "판교에서 백엔드 공고 1건을 찾았어요."
+    assert first[-1][1]["calls"] == ["job_postings"]
     again = await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
     assert dict(again)["tool_result"]["cached"] is True
 
@@ -140,8 +151,22 @@ async def test_a_hanging_backend_tool_ends_the_turn_with_a_clear_error(assistant
     http_client, _ = assistant
     sid = await _session(http_client)
     events = await _turn(http_client, sid, "판교 백엔드 공고 느린 걸로 찾아줘")
-    assert [e for e, _ in events] == ["tool_call", "error"]
+    names = [e for e, _ in events]
+    assert names[:2] == ["tool_call", "tool_result"] and names[-1] == "error" and set(names[2:-1]) == {"delta"}
+    assert "0.5" in events[1][1]["error"]  # shown to the model once, which replies without tools
+    assert "".join(d["text"] for e, d in events if e == "delta") == "공고 검색이 지금은 안 돼요."
     assert events[-1][1]["error"]["code"] == "tool_failed" and "0.5" in events[-1][1]["error"]["message"]
+
+
+async def test_a_turn_runs_the_same_call_once_and_at_most_its_rounds_of_tools(assistant):
+    http_client, standin = assistant
+    sid = await _session(http_client)
+    before = len(standin.requests)
+    events = await _turn(http_client, sid, "판교 백엔드 공고 계속 찾아줘")
+    assert [e for e, _ in events].count("tool_call") == 1 and events[-1][0] == "done"
+    assert events[-1][1]["calls"] == ["job_postings"]
+    assert "".join(d["text"] for e, d in events if e == "delta") == "찾은 공고를 정리했어요."
+    assert len(standin.requests) == before + 3  # the call, the same call again (not run), the reply without tools
 
 
 async def test_bad_sessions_tools_and_collections_are_4xx(assistant):
@@ -158,13 +183,22 @@ async def test_bad_sessions_tools_and_collections_are_4xx(assistant):
 
 async def test_a_date_task_chosen_for_a_message_without_a_date_is_refused_by_code_and_asked_again(assistant):
     http_client, standin = assistant
-    sid = await _session(http_client)
+    sid = await _session(http_client, tools=["calendar_parse"])
     before = len(standin.requests)
     events = await _turn(http_client, sid, "코딩테스트는 보통 몇 분 동안 봐?")
     assert [e for e, _ in events] == ["tool_refused", "delta", "done"]
     assert events[0][1]["name"] == "calendar_parse"
     assert events[1][1]["text"] == "보통 두 시간 안팎이에요." and events[-1][1]["tool"] is None
     assert len(standin.requests) == before + 2  # the refused choice and the one asked again
+
+
+async def test_a_question_the_model_answers_from_memory_is_searched_by_code(assistant):
+    http_client, _ = assistant
+    sid = await _session(http_client, tools=["search", "calendar_parse"])
+    events = await _turn(http_client, sid, "코딩테스트는 보통 몇 분 동안 봐?")  # the model: "보통 두 시간 안팎이에요."
+    assert [e for e, _ in events] == ["tool_refused", "tool_call", "tool_result", "answer", "done"]
+    assert events[1][1] == {"name": "search", "arguments": {"query": "코딩테스트는 보통 몇 분 동안 봐?"}, "by": "code"}
+    assert not events[3][1]["answerable"]  # the stand-in's documents do not hold it: refused, not made up
 
 
 async def test_a_reference_date_off_the_calendar_is_400(assistant):

@@ -94,3 +94,12 @@ def test_the_answer_text_streams_out_of_the_json_piece_by_piece():
     decoder = AnswerText()
     out = "".join(decoder.feed(raw[i:i + 3]) for i in range(0, len(raw), 3))
     assert out == "줄\n바꿈 \"인용\" 😀 끝" and decoder.closed
+
+
+def test_a_bare_yes_needs_every_term_of_the_question_in_its_evidence():
+    text = "한빛소프트웨어는 점심 식대를 지원합니다. 재택근무는 주 2회 가능합니다."
+    got = numbered([Passage(1, "a", 0, len(text), text, 1.0, 0.9, {})])
+    refused = check("네", [1], got, "한빛소프트웨어 주차 지원은 있어?")  # 주차 is in no sentence
+    assert not refused.supported and refused.reason == "answer_not_in_evidence"
+    assert check("네, 있습니다.", [1], got, "한빛소프트웨어 식대 지원은 있어?").supported
+    assert check("네", [], got, "한빛소프트웨어 식대 지원은 있어?").supported  # code finds the sentence

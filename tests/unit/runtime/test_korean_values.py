@@ -79,3 +79,15 @@ def test_a_date_in_the_wrong_year_takes_the_date_the_phrase_names():
 def test_a_correction_the_schema_refuses_is_not_made():
     tight = {"type": "object", "properties": {"price": {"type": "integer", "maximum": 10000}}}
     assert correct({"price": 5000}, tight, "5만 원짜리", TODAY) == {"price": 5000}
+
+
+def test_a_message_asks_when_a_sentence_ends_as_a_question_or_it_asks_to_be_told():
+    from services.runtime.korean.questions import asks
+    for text in ("연차는 며칠이야?", "입사 후 교육 기간이 얼마나 되나요", "복지 제도를 알려 주세요",
+                 "면접 복장은 어떻게 하면 좋을까", "수습 기간이 있는 회사인가요.", "야근 수당이 궁금해요",
+                 "오늘 너무 떨려요. 첫 면접에서 뭘 물어볼까요", "연봉 협상 요령 좀 알려 줄래?"):
+        assert asks(text), text
+    for text in ("안녕하세요! 반가워요", "다음 주 월요일 오전 10시 면접 일정 등록해 줘", "이력서 좀 봐 주세요",
+                 "고마워요. 덕분에 마음이 놓이네요", "내일 면접 보러 가요", "합격했습니다!",
+                 "자기소개서 첨삭 좀 해 줄래요?", "모의 면접 같이 해 줄 수 있어?"):
+        assert not asks(text), text
