@@ -196,14 +196,16 @@ class Assistant:
         try:
             for round_ in range(self.tool_rounds + 1):
                 tools = [] if failed or repeated or round_ == self.tool_rounds else offered
+                # A reply code may yet replace by a search is held until code has decided; any other streams.
+                hold = round_ == 0 and any(t.name == SEARCH.name for t in tools) and asks(body.text)
                 call, pieces = None, []
                 for _ in range(2):  # a call code refutes is asked again once, without that tool
                     pieces = []
-                    async for event in self._complete(meta, sid, convo, tools, deadline, usage):
+                    async for event in self._complete(meta, sid, convo, tools, deadline, usage, hold):
                         if isinstance(event, ToolCalls):
                             call = event.calls[0]
-                        elif tools:
-                            pieces.append(event)  # a tool choice is decoded whole: shown once code has decided
+                        elif hold:
+                            pieces.append(event)
                         else:
                             record["reply"] += event
                             yield sse("delta", {"text": event})
@@ -228,6 +230,7 @@ class Assistant:
                         yield sse("delta", {"text": piece})
                     break
                 seen.add(self._canonical(call))
+                offered = [t for t in offered if t.name != call.name]  # a tool once a turn: the small model repeats
                 arguments = self._inputs(meta, call.name, json.loads(call.arguments or "{}"), body.text)
                 record["tool"], record["arguments"] = call.name, arguments
                 record["calls"].append(call.name)
@@ -310,14 +313,14 @@ class Assistant:
         return out
 
     async def _complete(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
-                        deadline: Deadline, usage: list[Any]) -> AsyncGenerator[str | ToolCalls, None]:
-        """One model call on the session's route: text pieces, or the tool call it chose."""
+                        deadline: Deadline, usage: list[Any], hold: bool) -> AsyncGenerator[str | ToolCalls, None]:
+        """One model call on the session's route: text pieces (as written, or whole when ``hold``), or a tool call."""
         route = self.routes.get(meta["model"])
         pool = route.pool
         target, client = pool.acquire(sid)
         try:
             events = client.complete(messages, options=Options(timeouts=pool.timeouts(deadline)), tools=tools,
-                                     session_id=sid, model=route.model, buffered=bool(tools),
+                                     session_id=sid, model=route.model, buffered=hold,
                                      timeout_s=deadline.check())
             try:
                 async for event in events:

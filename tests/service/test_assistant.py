@@ -49,8 +49,10 @@ def reply(body: dict) -> dict:
                                           if "calendar_parse" in schema else
                                           {"tool": "reply_directly", "answer": "보통 두 시간 안팎이에요."},
                                           ensure_ascii=False)]}
-        if "계속 찾아줘" in prompt:  # a model that calls the same tool again whatever it was given
+        if "계속 찾아줘" in prompt and '"job_postings"' in schema:  # a model that would call it again and again
             choice = {"tool": "job_postings", "arguments": {"role": "백엔드"}}
+        elif "계속 찾아줘" in prompt:
+            choice = {"tool": "reply_directly", "answer": "찾은 공고를 정리했어요."}
         elif last.startswith("Result of the tool call"):
             choice = {"tool": "reply_directly", "answer": "판교에서 백엔드 공고 1건을 찾았어요."}
         else:
@@ -158,7 +160,7 @@ async def test_a_hanging_backend_tool_ends_the_turn_with_a_clear_error(assistant
     assert events[-1][1]["error"]["code"] == "tool_failed" and "0.5" in events[-1][1]["error"]["message"]
 
 
-async def test_a_turn_runs_the_same_call_once_and_at_most_its_rounds_of_tools(assistant):
+async def test_a_turn_offers_a_tool_once_then_the_model_replies_from_its_result(assistant):
     http_client, standin = assistant
     sid = await _session(http_client)
     before = len(standin.requests)
@@ -166,7 +168,8 @@ async def test_a_turn_runs_the_same_call_once_and_at_most_its_rounds_of_tools(as
     assert [e for e, _ in events].count("tool_call") == 1 and events[-1][0] == "done"
     assert events[-1][1]["calls"] == ["job_postings"]
     assert "".join(d["text"] for e, d in events if e == "delta") == "찾은 공고를 정리했어요."
-    assert len(standin.requests) == before + 3  # the call, the same call again (not run), the reply without tools
+    assert len(standin.requests) == before + 2  # the call, then the reply (job_postings no longer offered)
+    assert '"job_postings"' not in json.dumps(standin.requests[-1]["response_format"])
 
 
 async def test_bad_sessions_tools_and_collections_are_4xx(assistant):

@@ -2,7 +2,7 @@
 
 import json
 
-from gateway.answers.decoder import AnswerText
+from services.runtime.jsonstream import AnswerText
 from gateway.answers.packing import Hit, Passage, pack, sentences, window
 from gateway.answers.support import check, clean, context, numbered, numbers, terms
 

@@ -272,3 +272,20 @@ def test_a_required_date_or_amount_the_user_never_wrote_makes_the_call_ungrounde
     gift = {"type": "object", "required": ["recipient", "budget_krw"], "properties": {
         "recipient": {"type": "string"}, "budget_krw": {"type": "integer"}}}
     assert not grounded({"recipient": "엄마", "budget_krw": 50000}, gift, "엄마 선물 추천해 줘", today)
+
+
+async def test_a_direct_reply_streams_as_it_is_written_unless_the_call_is_buffered(completer_for):
+    chunks = ['{"tool": "reply', '_directly", "answer": "안녕', '하세요! \\"반가워요\\"', '"}']
+    standin = ChatStandIn([{"chunks": chunks}])
+    try:
+        completer = Completer(Generator([OpenAIBackend("standin", standin.url, "m", schema_format="json_object")],
+                                        Timeouts(), PriceTable()))
+        streamed = await events(completer, plan(), buffered=False)
+        held = await events(completer, plan(), buffered=True)
+    finally:
+        standin.close()
+    assert [e.text for e in streamed if isinstance(e, Delta)] == ["안녕", '하세요! "반가워요"']
+    assert isinstance(streamed[-1], Finished) and streamed[-1].text == '안녕하세요! "반가워요"'
+    assert [e.text for e in held if isinstance(e, Delta)] == ['안녕하세요! "반가워요"']  # one delta, once validated
+    _, calls = completer_for(['{"tool": "get_weather", "arguments": {"city": "서울"}}'])
+    assert not [e for e in await events(calls, plan(), buffered=False) if isinstance(e, Delta)]

@@ -1,4 +1,9 @@
-"""The ``answer`` string of a JSON object as it streams in, decoded piece by piece (for SSE ``delta`` events)."""
+"""The ``answer`` string of a JSON object as it streams in, decoded piece by piece (for ``delta`` events).
+
+Used by the grounded answers' bench (the answer inside ``{"answerable", "answer", "evidence"}``) and by the
+reasoning service, which streams a tool choice's direct reply (``{"tool": "reply_directly", "answer": …}``)
+as the model writes it.
+"""
 
 from __future__ import annotations
 
