@@ -61,9 +61,9 @@ from bench.common import (
 )
 from bench.report import write_result
 from gateway.answers import packing, relevance, support
-from services.runtime.jsonstream import AnswerText
 from gateway.answers.serving import ANSWER_SCHEMA, ANSWER_SYSTEM
 from infra.llm.server import start_llm_server
+from services.runtime.jsonstream import AnswerText
 from services.runtime.models import current_model_dir
 
 DATA = ROOT / "bench" / "data"

@@ -36,7 +36,8 @@ def http_reference() -> str:
             for kind, media in body.items():
                 out.append(f"- request: `{kind}` {_schema_name(media.get('schema', {}))}".rstrip())
             for code, answer in op.get("responses", {}).items():
-                out.append(f"- `{code}`: {answer.get('description', '').splitlines()[0] if answer.get('description') else ''}")
+                said = answer.get("description") or ""
+                out.append(f"- `{code}`: {said.splitlines()[0] if said else ''}")
             out.append("")
     return "\n".join(out)
 

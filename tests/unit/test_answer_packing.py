@@ -2,9 +2,9 @@
 
 import json
 
-from services.runtime.jsonstream import AnswerText
 from gateway.answers.packing import Hit, Passage, pack, sentences, window
 from gateway.answers.support import check, clean, context, numbered, numbers, terms
+from services.runtime.jsonstream import AnswerText
 
 LONG = ("회사 소개입니다. 우리는 2010년에 세워졌습니다. 복지로 점심을 제공합니다. 연차는 15일이고 다음 해로 5일까지 "
         "이월됩니다. 재택 근무는 주 2회입니다. 사무실은 서울에 있습니다.")
