@@ -148,12 +148,42 @@ def extras(http: httpx.Client, date: str) -> dict[str, Any]:
             "input_tokens_by_turn": tokens}
 
 
+def cache_timing(tools_file: Path, calls: int = 200) -> dict[str, Any]:
+    """A backend tool called once, then the same call (tool, arguments, caller) ``calls`` times: the cache's time.
+
+    In this process, through gateway/assistant/backend_tools.py against the loopback stand-in: what a
+    turn's tool step costs when the call repeats (the model's own time is the rest of a turn).
+    """
+    import asyncio
+
+    from gateway.assistant.backend_tools import BackendTools, load_backend_tools
+
+    async def run() -> dict[str, Any]:
+        tools = BackendTools(load_backend_tools(tools_file))
+        arguments = {"role": "백엔드 개발자", "location": "판교"}
+        t = time.perf_counter()
+        _, cached = await tools.call("job_postings", arguments, "bench")
+        first = (time.perf_counter() - t) * 1e3
+        times, hits = [], 0
+        for _ in range(calls):
+            t = time.perf_counter()
+            _, cached = await tools.call("job_postings", arguments, "bench")
+            times.append((time.perf_counter() - t) * 1e3)
+            hits += cached
+        await tools.close()
+        return {"first_ms": round(first, 3), "cached_p50_ms": round(statistics.median(times), 4),
+                "cached_max_ms": round(max(times), 4), "hits": hits, "calls": calls}
+
+    return asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start the mesh, run the splits, write bench/results/<name>.{md,json}."""
     parser = argparse.ArgumentParser(prog="python -m bench.assistant", description=__doc__.split("\n")[0])
     parser.add_argument("--splits", default="tune,report,held_out")
     parser.add_argument("--limit", type=int, default=None, help="at most this many conversations per split")
     parser.add_argument("--name", default="assistant")
+    parser.add_argument("--cache-only", action="store_true", help="only the tool cache's timing (no model)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     data = json.loads((DATA / "assistant_eval.json").read_text(encoding="utf-8"))
@@ -165,6 +195,16 @@ def main(argv: list[str] | None = None) -> None:
     tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
         {"name": "job_postings", "description": "채용 공고를 직무, 회사, 근무지로 찾습니다.",
          "parameters": POSTINGS_SCHEMA, "url": url, "timeout_s": 5}]}, ensure_ascii=False), encoding="utf-8")
+    if args.cache_only:
+        timing = cache_timing(tools)
+        backend.close()
+        print(write_result(args.name, "The career assistant: a repeated backend-tool call", [
+            "- gateway/assistant/backend_tools.py in this process, against the loopback stand-in backend: one call, "
+            f"then the same call (tool, arguments, caller) {timing['calls']} times.", "",
+            f"- First call {timing['first_ms']} ms; repeated calls served from the cache: {timing['hits']} of "
+            f"{timing['calls']}, **{timing['cached_p50_ms']} ms p50**, {timing['cached_max_ms']} ms max."],
+            timing, out=args.out, command=command_line("bench.assistant", argv)))
+        return
     llm = start_llm_server(free_port(), log_path=folder / "llm.log")
     procs: list = []
     out: dict[str, Any] = {"model": llm.model, "splits": args.splits.split(","), "limit": args.limit,
