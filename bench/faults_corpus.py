@@ -114,6 +114,8 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/assistant/sessions"): {"collections": [SCRATCH], "tools": ["search"], "system": "",
                                              "caller": "corpus"},
         ("POST", "/v1/assistant/sessions/{session_id}/messages"): {"text": "제주 여행은 언제가 좋나요?"},
+        ("POST", "/v1/files:read"): {"content_base64": png, "filename": "scan.png"},
+        ("POST", "/v1/collections/{name}/files"): {"content_base64": png, "filename": "scan.png"},
     }
 
 

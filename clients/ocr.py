@@ -20,15 +20,16 @@ from clients.retry import retry_options
 
 # Reads are retried; SubmitJob is not (a retry could queue the job twice).
 _RETRY = retry_options("mesh.ocr.v1.OcrService", ["Extract", "GetJob", "GetJobResult", "GetMaskingResult",
-                                                  "GetMaskedPage"])
+                                                  "GetMaskedPage", "ReadFile"])
 _MAX_MESSAGE = 128 * 1024 * 1024
 
 DEFAULT_TIMEOUT_S = 30.0
 JobState = Literal["queued", "running", "succeeded", "failed"]
-EngineName = Literal["tesseract", "vlm"]
+EngineName = Literal["tesseract", "vlm", "text_layer"]
 STATES: dict[int, JobState] = {pb.JOB_STATE_QUEUED: "queued", pb.JOB_STATE_RUNNING: "running",
                                pb.JOB_STATE_SUCCEEDED: "succeeded", pb.JOB_STATE_FAILED: "failed"}
-ENGINES: dict[int, EngineName] = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VLM: "vlm"}
+ENGINES: dict[int, EngineName] = {pb.ENGINE_TESSERACT: "tesseract", pb.ENGINE_VLM: "vlm",
+                                  pb.ENGINE_TEXT_LAYER: "text_layer"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,16 @@ class Page:
     ms: float
     image_size: tuple[int, int] = (0, 0)  # the uploaded image's size: words' boxes are in it
     cached: bool = False  # the reading came from the OCR cache
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file as ReadFile read it: its type from the bytes, its text, its pages, why a page's layer was unused."""
+
+    kind: str
+    text: str
+    pages: list[Page]
+    layer_problems: dict[int, str]
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,13 @@ class AsyncOcrClient(HealthCheck):
         request = pb.ExtractRequest(content=content, options=(options or Options()).to_proto())
         resp = await self._call(self._stub.Extract, request, timeout_s)
         return resp.text, [page_from_proto(p) for p in resp.pages]
+
+    async def read_file(self, content: bytes, options: Options | None = None,
+                        timeout_s: float | None = None) -> FileRead:
+        """Read one file of any known type (PDF text layers, DOCX, HTML, text, images; OCR where needed)."""
+        request = pb.ReadFileRequest(content=content, options=(options or Options()).to_proto())
+        resp = await self._call(self._stub.ReadFile, request, timeout_s)
+        return FileRead(resp.kind, resp.text, [page_from_proto(p) for p in resp.pages], dict(resp.layer_problems))
 
     async def submit_job(self, contents: list[bytes], options: Options | None = None,
                          timeout_s: float | None = None) -> Job:

@@ -21,6 +21,7 @@ from gateway.catalog.router import router as catalog_router
 from gateway.config import GatewaySettings
 from gateway.contract import RELEASE, released, without_unsent_422
 from gateway.conversations.router import router as conversations_router
+from gateway.files.router import router as files_router
 from gateway.health.router import router as health_router
 from gateway.http import errors
 from gateway.http.admission import Group, RateLimit, Shedding, Slots
@@ -88,7 +89,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
-                   tasks_router, interviews_router, conversations_router, assistant_router, health_router):
+                   tasks_router, interviews_router, conversations_router, assistant_router, files_router,
+                   health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)
@@ -96,7 +98,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     # request id, metrics and the access line, so every refusal above is logged and counted too.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, prefix_limits={
         "/v1/ocr/": settings.max_ocr_body_bytes, "/v1/masking/": settings.max_ocr_body_bytes,
-        "/v1/ocr:extract": settings.max_extract_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes})
+        "/v1/ocr:extract": settings.max_extract_body_bytes, "/v1/collections/": settings.max_ingest_body_bytes,
+        "/v1/files:": settings.max_ingest_body_bytes})
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, groups=admission_groups(settings, llm_slots))
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)

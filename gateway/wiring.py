@@ -24,6 +24,7 @@ from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
 from gateway.conversations.sessions import Conversations
+from gateway.files.serving import Files
 from gateway.http.admission import Slots
 from gateway.interviews.sessions import Interviews
 from gateway.ocr.serving import Ocr
@@ -112,6 +113,7 @@ class Mesh:
     interviews: Interviews
     conversations: Conversations
     llm_slots: Slots  # the one cap on LLM work in flight: every LLM route, derived queries, preparations
+    files: Files | None = None
     assistant: Assistant | None = None
 
     async def start(self) -> None:
@@ -160,7 +162,9 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                      settings.embed_budget_share) for client in clients.more_embedding])
     redis_url = settings.jobs_redis_url or settings.redis_url
     writer = clients.retrieval_writer or clients.retrieval
-    handlers = CatalogJobs(writer, settings.ingest_outage_s).handlers()
+    store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
+    files = Files(clients.ocr, writer, store)
+    handlers = {**CatalogJobs(writer, settings.ingest_outage_s).handlers(), **files.handlers()}
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s,
@@ -173,7 +177,6 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     def pool(feature_route: str) -> ReasoningPool:
         return routes.get(settings.route_of(feature_route)).pool
 
-    store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
     sessions = sessions_store(settings)
     tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
                   store)
@@ -181,7 +184,10 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     answers = Answers(search, routes, settings)
     backend = BackendTools(load_backend_tools(settings.assistant_tools_file)) if settings.assistant_tools_file \
         else None
-    return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=Catalog(writer, jobs),
+    catalog = Catalog(writer, jobs)
+    files.catalog = catalog
+    catalog.on_delete.append(files.forget)
+    return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=catalog, files=files,
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=recommendations,
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),

@@ -273,6 +273,36 @@ def example_assistant(gateway: str) -> None:
                 print(f"  [{time.perf_counter() - start:5.1f}s] delta: {json.loads(line[6:])['text']}", flush=True)
 
 
+def example_files(gateway: str) -> None:
+    """A two-page PDF (made here, with a text layer) stored in the catalog, then a grounded answer citing its page."""
+    import httpx
+
+    from bench.file_set import reportlab_pdf
+
+    pages = [["한빛소프트웨어 회사 소개", "한빛소프트웨어는 판교에 있는 결제 솔루션 회사입니다.",
+              "직원은 120명입니다."],
+             ["한빛소프트웨어 복지 안내", "재택근무는 주 2일까지 가능합니다.",
+              "도서 구입비는 연 60만 원을 지원합니다."]]
+    pdf = reportlab_pdf(pages, "NanumGothic.ttf")
+    print("\nPOST /v1/collections/demo/files (multipart: company.pdf, 2 pages)", flush=True)
+    start = time.perf_counter()
+    with httpx.Client(base_url=gateway, timeout=60) as http:
+        job = http.post("/v1/collections/demo/files", files={"file": ("company.pdf", pdf, "application/pdf")}).json()
+        while job.get("state") not in ("succeeded", "failed", None):
+            time.sleep(0.1)
+            job = http.get(f"/v1/jobs/{job['id']}").json()
+        result = job.get("result") or {}
+        again = " (unchanged: stored before)" if result.get("unchanged") else ""
+        print(f"  [{time.perf_counter() - start:5.1f}s] {job.get('state')}: {result.get('id')} "
+              f"{result.get('pages', '')} pages {result.get('sources') or ''}{again}", flush=True)
+        body = {"collection": "demo", "question": "한빛소프트웨어 재택근무는 주 며칠까지 돼?", "top_k": 3}
+        print(f"POST /v1/answers {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
+        out = http.post("/v1/answers", json=body, timeout=240).json()
+        cited = ", ".join(f"{c['id']} page {c.get('page')}: \"{c['text']}\"" for c in out.get("citations", []))
+        print(f"  [{time.perf_counter() - start:5.1f}s] {out.get('answer') or out.get('reason')}\n"
+              f"          evidence: {cited or '-'}", flush=True)
+
+
 def example_pii(gateway: str) -> None:
     """Personal data found in Korean text and masked (code only, no model)."""
     import httpx
@@ -286,7 +316,8 @@ def example_pii(gateway: str) -> None:
 
 EXAMPLES = (("search", example_search), ("OCR", example_ocr), ("recommendation", example_recommendation),
             ("grounded answers", example_answers), ("declared task", example_task),
-            ("conversation", example_conversation), ("assistant", example_assistant), ("personal data", example_pii))
+            ("conversation", example_conversation), ("assistant", example_assistant), ("files", example_files),
+            ("personal data", example_pii))
 
 
 def run_demo(gateway: str) -> None:

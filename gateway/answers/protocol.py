@@ -63,6 +63,8 @@ class Citation(BaseModel):
     end: int
     text: str
     payload: dict[str, Any]
+    page: int | None = Field(None, description="the page it is on (1-based), for a document stored from a file "
+                                               "(`POST /v1/collections/{name}/files`)")
 
 
 class Rewrite(BaseModel):

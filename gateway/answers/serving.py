@@ -22,6 +22,7 @@ from clients.reasoning import ChatMessage
 from gateway.answers import packing, relevance, support
 from gateway.answers import protocol as api
 from gateway.config import GatewaySettings
+from gateway.files.serving import page_of
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.http.telemetry import note
@@ -197,7 +198,8 @@ class Answers:
         return api.AnswerResponse(
             answerable=answerable, answer=answer, reason=reason, citations_removed=removed,
             citations=[api.Citation(n=c.passage, sentence=c.k, id=c.doc_id, start=c.start, end=c.end, text=c.text,
-                                    payload=by_n[c.passage].payload) for c in cited],
+                                    payload=by_n[c.passage].payload, page=page_of(by_n[c.passage].payload, c.start))
+                       for c in cited],
             support=None if verdict is None else api.AnswerSupport(
                 check=verdict.reason or "supported", answer_terms=verdict.answer_terms,
                 question_terms=verdict.question_terms, numbers_missing=verdict.missing_numbers),

@@ -198,7 +198,8 @@ class Assistant:
                 tools = [] if failed or repeated or round_ == self.tool_rounds else offered
                 # A reply code may yet replace by a search is held until code has decided; any other streams.
                 hold = round_ == 0 and any(t.name == SEARCH.name for t in tools) and asks(body.text)
-                call, pieces = None, []
+                call: ToolCall | None = None
+                pieces: list[str] = []
                 for _ in range(2):  # a call code refutes is asked again once, without that tool
                     pieces = []
                     async for event in self._complete(meta, sid, convo, tools, deadline, usage, hold):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from clients.retrieval import AsyncRetrievalClient, Collection
 from gateway.catalog import protocol as api
@@ -28,8 +28,9 @@ def collection_info(c: Collection) -> api.CollectionInfo:
 
 
 def job_view(r: JobRecord) -> api.Job:
-    """The REST view of a job record."""
-    return api.Job(id=r.id, kind=r.kind, collection=r.subject, state=r.state, done=r.done,  # type: ignore[arg-type]
+    """The REST view of a job record (a file stored in a collection is an ``ingest``)."""
+    kind = "ingest" if r.kind == "file" else r.kind
+    return api.Job(id=r.id, kind=kind, collection=r.subject, state=r.state, done=r.done,  # type: ignore[arg-type]
                    total=r.total, failed_batches=r.failed_batches, errors=r.errors, result=r.result)
 
 
@@ -39,6 +40,8 @@ class Catalog:
     def __init__(self, retrieval: AsyncRetrievalClient, jobs: Jobs) -> None:
         self.retrieval = retrieval
         self.jobs = jobs
+        # Told the ids of deleted documents (the files feature drops what it kept about them).
+        self.on_delete: list[Callable[[str, list[str]], Awaitable[None]]] = []
 
     # ---- collections ---------------------------------------------------------------------------
     async def create(self, req: api.CollectionCreate, deadline: Deadline) -> api.CollectionInfo:
@@ -62,10 +65,14 @@ class Catalog:
 
     async def delete_documents(self, name: str, req: api.DeleteRequest, deadline: Deadline) -> dict[str, int]:
         """Remove documents by id."""
-        return {"requested": await self.retrieval.delete(name, req.ids, timeout_s=deadline.check())}
+        out = {"requested": await self.retrieval.delete(name, req.ids, timeout_s=deadline.check())}
+        for hook in self.on_delete:
+            await hook(name, req.ids)
+        return out
 
     # ---- jobs ----------------------------------------------------------------------------------
-    async def _submit(self, kind: str, name: str, payload: bytes, total: int, deadline: Deadline) -> api.Job:
+    async def submit(self, kind: str, name: str, payload: bytes, total: int, deadline: Deadline) -> api.Job:
+        """Queue a job of ``kind`` on collection ``name`` (404 now when it does not exist, 429 when full)."""
         await self.retrieval.get_collection(name, timeout_s=deadline.check())  # a missing collection is 404 now
         try:
             return job_view(await self.jobs.submit(kind, name, payload, total=total))
@@ -78,11 +85,11 @@ class Catalog:
         """Queue an ingest job (404 at once when the collection does not exist)."""
         payload = json.dumps({"batch_size": req.batch_size, "documents": [d.model_dump() for d in req.documents]},
                              ensure_ascii=False).encode()
-        return await self._submit("ingest", name, payload, len(req.documents), deadline)
+        return await self.submit("ingest", name, payload, len(req.documents), deadline)
 
     async def start_reindex(self, name: str, deadline: Deadline) -> api.Job:
         """Queue a reindex job."""
-        return await self._submit("reindex", name, b"{}", 0, deadline)
+        return await self.submit("reindex", name, b"{}", 0, deadline)
 
     async def start_upgrade(self, name: str, req: api.UpgradeRequest, deadline: Deadline) -> api.Job:
         """Queue a reindex to another embedding revision; the request is checked by retrieval first.
@@ -97,7 +104,7 @@ class Catalog:
         payload = json.dumps({"embedding_revision": req.embedding_revision, "batch_size": req.batch_size,
                               "grace_s": req.grace_s or 0.0, "gate": req.gate.model_dump() if req.gate else None},
                              ensure_ascii=False).encode()
-        return await self._submit("reindex", name, payload, 0, deadline)
+        return await self.submit("reindex", name, payload, 0, deadline)
 
     async def rollback(self, name: str, deadline: Deadline) -> api.RollbackResponse:
         """Point a collection back at the version its last upgrade replaced (409 when there is none)."""

@@ -16,18 +16,22 @@ JOB_ID = re.compile(r"[0-9a-f]{32}")
 MAX_EXTRACT_BYTES = 10_000_000  # one upload read synchronously; larger documents are jobs
 
 
+def lines_view(p: Page) -> list[api.OcrLine]:
+    """The REST view of a page's lines and words."""
+    return [api.OcrLine(text=ln.text, confidence=round(ln.confidence, 2), box=list(ln.box),
+                        image_box=list(ln.image_box) if ln.image_box else None,
+                        words=[api.OcrWord(text=w.text, confidence=round(w.confidence, 2), box=list(w.box))
+                               for w in ln.words])
+            for ln in p.lines]
+
+
 def page_view(p: Page) -> api.OcrPage:
     """The REST view of one page's reading."""
     return api.OcrPage(
-        index=p.index, text=p.text, engine=p.engine, mean_confidence=round(p.mean_confidence, 2),
+        index=p.index, text=p.text, engine=p.engine, mean_confidence=round(p.mean_confidence, 2),  # type: ignore[arg-type]
         fallback_reason=p.fallback_reason, fallback_error=p.fallback_error,
         skew_degrees=round(p.skew_degrees, 2), ms=round(p.ms, 2), image_width=p.image_size[0],
-        image_height=p.image_size[1], cached=p.cached,
-        lines=[api.OcrLine(text=ln.text, confidence=round(ln.confidence, 2), box=list(ln.box),
-                           image_box=list(ln.image_box) if ln.image_box else None,
-                           words=[api.OcrWord(text=w.text, confidence=round(w.confidence, 2), box=list(w.box))
-                                  for w in ln.words])
-               for ln in p.lines])
+        image_height=p.image_size[1], cached=p.cached, lines=lines_view(p))
 
 
 def _state(job: Job) -> dict:

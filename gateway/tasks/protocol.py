@@ -14,6 +14,13 @@ from gateway.http.models import Strict
 from gateway.reasoning.protocol import LlmUsage
 
 
+class TaskFile(Strict):
+    """A file whose text is one input field of a task."""
+
+    content_base64: str = Field(min_length=1, description="the file's bytes, standard base64 (at most 20 MB decoded)")
+    filename: str | None = Field(None, max_length=255, description="for your own bookkeeping; not used for its type")
+
+
 class TaskRequest(Strict):
     """One run of a declared task."""
 
@@ -24,6 +31,11 @@ class TaskRequest(Strict):
                               description="model route (GET /v1/models); default: the route the task's role maps to")
     cache: bool = Field(True, description="false: neither read nor write the response cache for this run")
     session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+    files: dict[str, TaskFile] | None = Field(
+        None, max_length=4, description="input fields read from files: each key an input field (a string), its "
+                                        "value the file whose text becomes that field (a PDF's text layer, OCR "
+                                        "of a scan, a Word or HTML file: as `POST /v1/files:read` reads it)",
+        examples=[{"resume": {"content_base64": "JVBERi0xLjcK…", "filename": "resume.pdf"}}])
 
 
 class TaskExample(BaseModel):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from gateway.files.protocol import FileIn
+from gateway.files.serving import decode
 from gateway.http.deadline import TIMEOUT_HEADER, Deadline, parse_timeout
-from gateway.http.errors import documented
+from gateway.http.errors import ApiError, FieldError, documented
 from gateway.reasoning.router import SSE_DOC, SSE_HEADERS
 from gateway.tasks import protocol as api
 from gateway.tasks.serving import Tasks
@@ -40,6 +42,7 @@ async def run_task_stream(name: str, body: api.TaskRequest, request: Request):
     """
     tasks = _tasks(request)
     dl = task_deadline(request, tasks.get(name).spec.deadline_s)
+    await read_files(request, body, dl)
     run = await tasks.prepare(name, body)  # bad input is a plain HTTP error
     return StreamingResponse(tasks.events(run, dl), media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -54,5 +57,27 @@ async def run_task(name: str, body: api.TaskRequest, request: Request):
     """
     tasks = _tasks(request)
     dl = task_deadline(request, tasks.get(name).spec.deadline_s)
+    await read_files(request, body, dl)
     run = await tasks.prepare(name, body)
     return await tasks.run(run, dl)
+
+
+async def read_files(request: Request, body: api.TaskRequest, dl: Deadline) -> None:
+    """Fill the input fields ``body.files`` names with the files' text (400 naming ``files.<field>``)."""
+    if not body.files:
+        return
+    files = request.app.state.mesh.files
+    if files is None:
+        raise ApiError(503, "unavailable", "reading files needs the OCR service (--ocr-target)", retryable=True)
+    for field, ref in body.files.items():
+        if field in body.input:
+            why = f"{field} is given both as input and as a file"
+            raise ApiError(400, "invalid_argument", why, fields=[FieldError(field=f"files.{field}", description=why)])
+        try:
+            read = await files.read(decode(ref.content_base64, f"files.{field}.content_base64"),
+                                    FileIn(content_base64="-", filename=ref.filename), dl)
+        except ApiError as err:
+            for f in err.body.error.fields:
+                f.field = f.field.replace("file", f"files.{field}", 1) if f.field == "file" else f.field
+            raise
+        body.input[field] = read.text

@@ -27,7 +27,7 @@ from services.ocr.results import page_from_dict
 
 log = logging.getLogger(__name__)
 DETERMINED = ("vlm_disabled", "fallback disabled")  # fallback errors that a later reading repeats
-READER_REVISION = "2"  # word boxes in the uploaded image (issue 45)
+READER_REVISION = "3"  # a PDF page's text layer read instead of OCR when usable (issue 62)
 OUTCOMES = Counter("mesh_ocr_cache", "OCR cache look-ups and writes by outcome", ["outcome"])
 for _outcome in ("hit", "miss", "error", "stored"):
     OUTCOMES.labels(_outcome)

@@ -25,6 +25,11 @@ class OcrSettings(ServiceSettings):
     max_pixels: int = Field(40_000_000, ge=10_000, description="largest decoded image (decompression-bomb guard)")
     max_pages: int = Field(50, ge=1, description="most pages in one job")
     max_sync_pages: int = Field(2, ge=1, description="most PDF pages Extract reads at once (more: use a job)")
+    max_file_pages: int = Field(1000, ge=1, le=100_000, description="most pages of a PDF ReadFile reads (text "
+                                                                     "layers are cheap: ~ms a page)")
+    max_file_ocr_pages: int = Field(10, ge=0, le=1000, description="most pages without a usable text layer "
+                                                                    "ReadFile reads by OCR in one call (more: "
+                                                                    "a job)")
     max_side: int = Field(1920, ge=256, description="long side of the image Tesseract reads")
     pdf_dpi: int = Field(200, ge=72, le=600, description="PDF render resolution")
     deskew: bool = Field(True, description="straighten skewed text lines before OCR")

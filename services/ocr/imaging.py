@@ -107,15 +107,13 @@ def render_pdf(data: bytes, limits: Limits, field: str = "content", max_pages: i
         if n > cap:
             raise _bad(field, f"PDF has {n} pages, over the limit of {cap}{hint}")
         pages = []
-        scale = limits.pdf_dpi / 72
         for i in range(n):
             page = pdf[i]
             w, h = page.get_size()
-            if w * h * scale * scale > limits.max_pixels:
-                scale_i = (limits.max_pixels / (w * h)) ** 0.5
-            else:
-                scale_i = scale
-            pages.append(page.render(scale=scale_i, grayscale=True).to_pil())
+            scale = limits.pdf_dpi / 72
+            if w * h * scale * scale > limits.max_pixels:  # as services/ocr/files.py page_scale: boxes agree
+                scale = (limits.max_pixels / (w * h)) ** 0.5
+            pages.append(page.render(scale=scale, grayscale=True).to_pil())
             page.close()
         return pages
     except pdfium.PdfiumError as err:

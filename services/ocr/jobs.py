@@ -44,6 +44,9 @@ from services.bootstrap.errors import (
 from services.bootstrap.health import DependencyMonitor
 from services.ocr.cache import OcrCache
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
+from services.ocr.filereader import layer_page
+from services.ocr.files import read_pdf
+from services.ocr.imaging import is_pdf
 from services.ocr.masking import Located, locate, masked_png
 from services.ocr.pii.detector import Policy
 from services.ocr.results import page_from_json, page_to_json
@@ -291,12 +294,18 @@ class JobStore:
         index = 0
         try:
             for i, data in enumerate(unpack_uploads(payload)):
-                key = self.cache.key(data, options) if self.cache is not None else ""
-                cached = await self.cache.get(key) if self.cache is not None else None
-                images = await self.extractor.decode(data, f"contents[{i}]") if cached is None or need_images \
-                    else []
+                # Masking jobs box a PDF page's personal data with its text layer's glyph boxes where usable
+                # (read again each time: it is cheap, and kept out of the OCR cache); OCR jobs are OCR readings
+                # (their pages' engine is Tesseract or the VLM).
+                layered = part == MASKED and is_pdf(data)
+                cache = None if layered else self.cache
+                key = cache.key(data, options) if cache is not None else ""
+                cached = await cache.get(key) if cache is not None else None
+                pdf_pages, layer = await self._layer(data, f"contents[{i}]") if layered else (0, {})
+                ocr_needed = cached is None and (not pdf_pages or len(layer) < pdf_pages)
+                images = await self.extractor.decode(data, f"contents[{i}]") if ocr_needed or need_images else []
                 base = index
-                n = len(cached) if cached is not None else len(images)
+                n = len(cached) if cached is not None else (pdf_pages or len(images))
                 todo = [base + k for k in range(n) if base + k not in done]
                 read: list[PageResult] = []
                 # Pages are read a window at a time, one per engine, so a multi-page job uses every core;
@@ -308,17 +317,35 @@ class JobStore:
                     if cached is not None:
                         pages = [replace(cached[k - base], index=k) for k in chunk]
                     else:
-                        pages = list(await asyncio.gather(*(self._read_with_retry(k, images[k - base], options)
-                                                            for k in chunk)))
+                        pages = list(await asyncio.gather(*(
+                            self._as_is(replace(layer[k - base], index=k)) if k - base in layer
+                            else self._read_with_retry(k, images[k - base], options) for k in chunk)))
                         read += pages
                     await store(pages, {k: images[k - base] for k in chunk} if images else {})
                     done.update(p.index for p in pages)
                     await ctx.progress(done=len(done))
-                if self.cache is not None and cached is None and len(read) == n:
-                    await self.cache.put(key, [replace(p, index=p.index - base) for p in read])
+                if cache is not None and cached is None and len(read) == n:
+                    await cache.put(key, [replace(p, index=p.index - base) for p in read])
                 index = base + n
         except MeshError as err:
             await ctx.progress(error=f"page {index}: {err.message}")
+
+    async def _layer(self, data: bytes, field: str) -> tuple[int, dict[int, PageResult]]:
+        """A PDF's page count and the pages its text layer reads (services/ocr/files.py); (0, {}) for an image.
+
+        Those pages are taken from the layer — exact text, each character's box from the PDF — and only
+        the others are read by OCR.
+        """
+        if not is_pdf(data):
+            return 0, {}
+        loop = asyncio.get_running_loop()
+        reading = await loop.run_in_executor(self.extractor._threads, read_pdf, data, self.extractor.limits,
+                                             self.extractor.limits.max_pages, self.extractor.plausibility, field)
+        return len(reading.pages), {p.index: layer_page(p) for p in reading.pages if not p.problem}
+
+    @staticmethod
+    async def _as_is(page: PageResult) -> PageResult:
+        return page
 
     async def _read_with_retry(self, index: int, image, options: ExtractOptions) -> PageResult:
         while True:

@@ -16,6 +16,7 @@ from services.ocr.config import OcrSettings
 from services.ocr.engine import TesseractPool
 from services.ocr.enhance import Enhance
 from services.ocr.extractor import Extractor, FallbackPolicy
+from services.ocr.filereader import FileReader
 from services.ocr.imaging import Limits, Preprocess
 from services.ocr.jobs import JobStore
 from services.ocr.servicer import OcrServicer
@@ -111,8 +112,9 @@ async def create_ocr_service(
                     png_bytes_per_page=settings.png_bytes_per_page, png_ttl_s=settings.png_ttl_s)
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
-    mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(extractor, jobs,
-                                                                                   settings.max_sync_pages))],
+    mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(
+        extractor, jobs, settings.max_sync_pages,
+        FileReader(extractor, settings.max_file_pages, settings.max_file_ocr_pages)))],
                                tracer_provider=tracer_provider, registry=registry,
                                options=[("grpc.max_receive_message_length", limit)],
                                dependencies=[Dependency("redis", jobs.ping)],

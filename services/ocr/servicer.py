@@ -10,13 +10,14 @@ from prometheus_client import Counter
 
 from services.bootstrap.errors import InvalidInput, Violation
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
+from services.ocr.filereader import FileReader
 from services.ocr.jobs import JobStore
 from services.ocr.pii.detector import DEFAULT_THRESHOLD, MAX_TEXT_CHARS, Policy, detect, mask
 from services.ocr.pii.recognizers import KINDS
 
 PII_SPANS = Counter("mesh_ocr_pii_spans", "personal-data spans found (counts only: no text leaves the call)")
 
-ENGINES = {"tesseract": pb.ENGINE_TESSERACT, "vlm": pb.ENGINE_VLM}
+ENGINES = {"tesseract": pb.ENGINE_TESSERACT, "vlm": pb.ENGINE_VLM, "text_layer": pb.ENGINE_TEXT_LAYER}
 STATES = {"QUEUED": pb.JOB_STATE_QUEUED, "RUNNING": pb.JOB_STATE_RUNNING, "SUCCEEDED": pb.JOB_STATE_SUCCEEDED,
           "FAILED": pb.JOB_STATE_FAILED}
 
@@ -106,10 +107,18 @@ def joined(pages: list[PageResult]) -> str:
 class OcrServicer:
     """Implements mesh.ocr.v1.OcrService."""
 
-    def __init__(self, extractor: Extractor, jobs: JobStore, max_sync_pages: int) -> None:
+    def __init__(self, extractor: Extractor, jobs: JobStore, max_sync_pages: int,
+                 files: FileReader | None = None) -> None:
         self.extractor = extractor
         self.jobs = jobs
         self.max_sync_pages = max_sync_pages
+        self.files = files or FileReader(extractor, 1000, max_sync_pages)
+
+    async def ReadFile(self, request, context):  # noqa: N802
+        """Read one file of any known type: text layers where usable, OCR where not."""
+        kind, pages, problems = await self.files.read(request.content, options_from_proto(request.options))
+        return pb.ReadFileResponse(kind=kind, pages=[page_to_proto(p) for p in pages], text=joined(pages),
+                                   layer_problems=problems)
 
     async def Extract(self, request, context):  # noqa: N802
         """Read one image or a short PDF now (from the OCR cache when it holds the same upload)."""

@@ -14,7 +14,8 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 FIELD_RE = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
 MAX_TOP_K = 100
 MAX_BATCH = 256
-MAX_TEXT_CHARS = 20000
+MAX_TEXT_CHARS = 20000  # a query
+MAX_DOCUMENT_CHARS = 500_000  # a document (a file's text: ~250 pages); cut into passages, its whole text on the first
 MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("auto", "rrf", "dbsf", "weighted")
 GROUPINGS = ("document", "passage")
@@ -141,8 +142,8 @@ def validate_documents(docs: list[Document], fields: dict[str, str]) -> None:
             seen[d.id] = i
         if not d.text.strip():
             bad.append(Violation(f"documents[{i}].text", "empty or whitespace-only"))
-        elif len(d.text) > MAX_TEXT_CHARS:
-            bad.append(Violation(f"documents[{i}].text", f"{len(d.text)} characters; at most {MAX_TEXT_CHARS}"))
+        elif len(d.text) > MAX_DOCUMENT_CHARS:
+            bad.append(Violation(f"documents[{i}].text", f"{len(d.text)} characters; at most {MAX_DOCUMENT_CHARS}"))
         for name, ftype in fields.items():
             value = d.payload.get(name)
             if value is None or _type_ok(ftype, value):

@@ -28,7 +28,15 @@ def field_path(error: jsonschema.ValidationError, root: str) -> str:
 def errors_of(validator: jsonschema.protocols.Validator, value: object, root: str) -> list[tuple[str, str]]:
     """Every validation error as (path, message), in path order (10 at most)."""
     found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
-    return [(field_path(e, root), e.message[:300]) for e in found[:10]]
+    return [(field_path(e, root), describe(e)[:300]) for e in found[:10]]
+
+
+def describe(error: jsonschema.ValidationError) -> str:
+    """What is wrong, without the value itself when it is text (a résumé must not come back in an error)."""
+    if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
+        bound = "at most" if error.validator == "maxLength" else "at least"
+        return f"{len(error.instance)} characters; {bound} {error.validator_value}"
+    return error.message
 
 
 def first_error(validator: jsonschema.protocols.Validator, value: object, root: str) -> str | None:
