@@ -11,6 +11,11 @@ Parts:
   session answers each question at once (*no time to prepare*: the answer waits for the preparation).
 - **report**: the first session scored twice with ``"cache": false`` (answer_feedback at temperature 0):
   the two reports' scores must be identical.
+- **ready** (the embedded model): one session of five answers, each sent once the next question is
+  prepared and the answers before it are scored (a person takes longer than that to answer). Then
+  ``/report:stream`` at once after the last answer (it waits only for that answer's score), again once
+  every score is stored (it only gathers), and ``/report`` with ``"cache": false`` (every answer scored
+  when the report is asked for: what a report cost before answers were scored as they came).
 - **instances** (the scripted stand-in LLM, bench/standin.py — what is measured is the state, not the
   model): three gateways on one Redis, every turn of every session sent to another instance, one
   instance killed (SIGKILL) a third of the way through; a client whose instance fails sends the same
@@ -42,7 +47,7 @@ from infra.llm.server import start_llm_server
 from services.runtime.processes import start_redis
 
 CASES = Path(__file__).parent / "data" / "interviews_eval.json"
-PARTS = ("latency", "report", "instances")
+PARTS = ("latency", "report", "ready", "instances")
 
 
 def _p50(values: list[float]) -> float | None:
@@ -129,6 +134,62 @@ def report(http: httpx.Client, sid: str) -> dict[str, Any]:
             "overall": [rep["overall"] for _, rep in runs],
             "criteria_mean": runs[0][1]["criteria_mean"], "report_ms": [round(ms, 1) for ms, _ in runs],
             "summary": runs[0][1]["summary"], "cached": [any(a["cached"] for a in rep["answers"]) for _, rep in runs]}
+
+
+def _stream_report(http: httpx.Client, sid: str) -> tuple[float, float, dict]:
+    """``/report:stream``: ms to the first event, ms to the end, the report."""
+    t0 = time.perf_counter()
+    first, report, event = None, {}, ""
+    with http.stream("POST", f"/v1/interviews/{sid}/report:stream", json={}) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                first = first if first is not None else (time.perf_counter() - t0) * 1e3
+                if event == "report":
+                    report = json.loads(line[6:])
+                elif event == "error":
+                    raise RuntimeError(line)
+    return first or 0.0, (time.perf_counter() - t0) * 1e3, report
+
+
+def ready(http: httpx.Client, case: dict, more: list[str], questions: int = 5) -> dict[str, Any]:
+    """The report after the last answer: waiting for its score, gathering only, and scoring everything then.
+
+    ``more``: answers of other sessions, used after the case's own so that no answer repeats (a repeated
+    question and answer would be answered from the response cache).
+    """
+    start = http.post("/v1/interviews", json={"resume": case["resume"], "posting": case["posting"],
+                                              "kind": case["kind"], "questions": questions}).json()
+    sid, turn = start["id"], 1
+    answers = [*case["answers"], *more][:questions]
+    scored_at: list[float] = []
+    for k, text in enumerate(answers):
+        while True:  # the person answers after the answers before are scored and the next question is ready
+            state = http.get(f"/v1/interviews/{sid}").json()
+            if (state.get("scored") or 0) >= k and (state["prepared"] or k == questions - 1 or k == 0):
+                break
+            time.sleep(0.2)
+        body, _ = _answer(http, sid, turn, text)
+        last_answer = time.perf_counter()
+        turn += 1
+    first_ms, total_ms, rep = _stream_report(http, sid)
+    wait_ms = (time.perf_counter() - last_answer) * 1e3
+    while (http.get(f"/v1/interviews/{sid}").json().get("scored") or 0) < questions:
+        time.sleep(0.2)
+    scored_at.append((time.perf_counter() - last_answer) * 1e3)
+    gather_first, gather_total, again = _stream_report(http, sid)
+    t = time.perf_counter()
+    before = http.post(f"/v1/interviews/{sid}/report", json={"cache": False}).json()
+    before_ms = (time.perf_counter() - t) * 1e3
+    return {"answers": questions, "after_last_answer": {"first_event_ms": round(first_ms, 1),
+                                                        "complete_ms": round(total_ms, 1),
+                                                        "complete_after_answer_ms": round(wait_ms, 1)},
+            "after_every_score": {"first_event_ms": round(gather_first, 1), "complete_ms": round(gather_total, 1)},
+            "scoring_everything_at_report_ms": round(before_ms, 1), "grade": rep.get("grade"),
+            "same_scores": [a["overall"] for a in rep.get("answers", [])] == [a["overall"] for a in again["answers"]],
+            "overall": rep.get("overall"), "overall_rescored": before.get("overall"),
+            "cached": [a["cached"] for a in rep.get("answers", [])]}
 
 
 def _standin_reply(body: dict) -> dict:
@@ -286,7 +347,7 @@ def run(parts: tuple[str, ...], sessions: int) -> dict[str, Any]:
     if "instances" in parts:
         random.seed(7)
         out["instances"] = instances(data, sessions)
-    if not {"latency", "report"} & set(parts):
+    if not {"latency", "report", "ready"} & set(parts):
         return out
     log_dir = Path(tempfile.mkdtemp(prefix="mesh-bench-interviews-"))
     llm = start_llm_server(free_port(), log_path=log_dir / "llm.log")
@@ -299,11 +360,14 @@ def run(parts: tuple[str, ...], sessions: int) -> dict[str, Any]:
         procs.append(gw)
         with httpx.Client(base_url=f"http://127.0.0.1:{gw_port}", timeout=900,
                           headers={"X-Request-Timeout-Ms": "600000"}) as http:
-            lat = latency(http, data)
-            out["latency"] = {**lat, "prepared_p50_ms": _p50(lat["prepared_ms"]),
-                              "follow_up_p50_ms": _p50(lat["follow_up_ms"]), "start_p50_ms": _p50(lat["start_ms"]),
-                              "immediate_p50_ms": _p50(lat["immediate_ms"]),
-                              "prepare_wait_p50_s": _p50(lat["prepare_wait_s"])}
+            if "ready" in parts:
+                out["ready"] = ready(http, data["sessions"][0], data["sessions"][1]["answers"])
+            if {"latency", "report"} & set(parts):
+                lat = latency(http, data)
+                out["latency"] = {**lat, "prepared_p50_ms": _p50(lat["prepared_ms"]),
+                                  "follow_up_p50_ms": _p50(lat["follow_up_ms"]),
+                                  "start_p50_ms": _p50(lat["start_ms"]), "immediate_p50_ms": _p50(lat["immediate_ms"]),
+                                  "prepare_wait_p50_s": _p50(lat["prepare_wait_s"])}
             if "report" in parts:
                 out["report"] = report(http, lat["sessions"][0])
     finally:
@@ -329,6 +393,19 @@ def markdown(f: dict[str, Any]) -> list[str]:
              ["first question (POST /v1/interviews)", str(len(lat["start_ms"])), str(lat["start_p50_ms"]), "—"]]),
             "", f"Preparation took {lat['prepare_wait_p50_s']} s p50 (the wait before each answer); "
                 f"next questions by source: {lat['sources']}.", ""]
+    if "ready" in f:
+        r = f["ready"]
+        lines += ["## The report after the last answer", "", md_table(
+            ["asked", "first event ms", "complete ms"],
+            [["at once after the last answer (waits for its score)", str(r["after_last_answer"]["first_event_ms"]),
+              str(r["after_last_answer"]["complete_ms"])],
+             ["once every score is stored (gathers only)", str(r["after_every_score"]["first_event_ms"]),
+              str(r["after_every_score"]["complete_ms"])],
+             ["before: every answer scored when asked (`cache: false`)", "–",
+              str(r["scoring_everything_at_report_ms"])]]), "",
+            f"{r['answers']} answers; grade {r['grade']}, overall {r['overall']} (rescored: {r['overall_rescored']}); "
+            f"the stored scores gathered twice are the same: {r['same_scores']}; answers scored from the "
+            f"response cache: {sum(r.get('cached', []))}.", ""]
     if "report" in f:
         rep = f["report"]
         lines += ["## The same session scored twice (cache off)", "", md_table(

@@ -114,6 +114,8 @@ class GatewaySettings(BaseSettings):
     conversation_max_turns: int = Field(50, ge=1, le=10_000,
                                         description="turns a conversation keeps (the latest; the number of older "
                                                     "ones is kept as a count): bounds its hash, read on each turn")
+    interview_score_ahead: bool = Field(True, description="score each interview answer in the background as soon "
+                                                          "as it is recorded, so the report only gathers")
     interview_prepare: bool = Field(True, description="write the next main question in the background as soon as a "
                                                       "question is served")
     reasoning_load_epsilon: float = Field(0.25, gt=0, le=10,

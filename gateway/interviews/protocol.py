@@ -90,6 +90,8 @@ class InterviewState(BaseModel):
     turns: list[Turn]
     prepared: bool = Field(description="the next main question is prepared and waiting")
     expires_in_s: int
+    scored: int | None = Field(None, description="answers already scored (in the background as they came): a "
+                                                 "report asked for now only waits for the rest")
 
 
 class Criterion(BaseModel):
@@ -124,3 +126,4 @@ class InterviewReport(BaseModel):
     strongest: str = Field(description="the criterion with the highest mean")
     weakest: str = Field(description="the criterion with the lowest mean")
     summary: str
+    grade: str | None = Field(None, description="by code from `overall`: A ≥ 8.5, B ≥ 7.0, C ≥ 5.5, D ≥ 4.0, else F")

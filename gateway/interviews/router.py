@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 
 from gateway.http.deadline import TIMEOUT_HEADER, parse_timeout
 from gateway.http.errors import documented
 from gateway.interviews import protocol as api
 from gateway.interviews.sessions import FEEDBACK_TASK, QUESTION_TASK, Interviews
+from gateway.reasoning.router import SSE_DOC, SSE_HEADERS
 
 router = APIRouter(tags=["interviews"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 502, 503, 504)
@@ -51,11 +53,31 @@ async def get_interview(interview_id: str, request: Request):
     return await _interviews(request).state(interview_id)
 
 
+@router.post("/v1/interviews/{interview_id}/report:stream", responses={**ERRORS, **SSE_DOC})
+async def report_interview_stream(interview_id: str, request: Request, body: api.ReportRequest | None = None):
+    """The report as server-sent events (declared before `/report`): each scored answer as it is ready, then the rest.
+
+    1. `answer`: one ScoredAnswer per answered turn, in turn order; answers scored in the background while
+       the session went on are sent at once, a missing score is written now.
+    2. `report`: the whole InterviewReport (means, strongest and weakest criterion, grade, summary).
+
+    Or `error` (the ErrorBody shape). A client that leaves cancels no scoring: each score written is kept.
+    """
+    interviews = _interviews(request)
+    runs = max(1, len((await interviews.state(interview_id)).turns))
+    dl = _deadline(request, FEEDBACK_TASK, runs)
+    await interviews.state(interview_id)  # an unknown session is a plain 404
+    return StreamingResponse(interviews.report_events(interview_id, body or api.ReportRequest(), dl),
+                             media_type="text/event-stream", headers=SSE_HEADERS)
+
+
 @router.post("/v1/interviews/{interview_id}/report", response_model=api.InterviewReport, responses=ERRORS)
 async def report_interview(interview_id: str, request: Request, body: api.ReportRequest | None = None):
-    """Score every answer per criterion (the `answer_feedback` task, temperature 0) and summarise by code.
+    """Every answer's score per criterion (the `answer_feedback` task, temperature 0), summarised by code.
 
-    409 `no_answers` before the first answer; a report of an unfinished session says `complete: false`.
+    Answers are scored in the background as soon as they are recorded, so a report asked for after the
+    last answer's score only gathers; a score still missing is written now. 409 `no_answers` before the
+    first answer; a report of an unfinished session says `complete: false`.
     """
     interviews = _interviews(request)
     runs = max(1, len((await interviews.state(interview_id)).turns))

@@ -16,8 +16,15 @@ code decides everything else:
   so two gateway instances can never record two answers to one turn or two questions for one turn;
   an instance that dies after recording an answer loses nothing (the same answer sent again, to any
   instance, gets the next question; a different one is refused with 409).
-- **report**: every answered turn scored per criterion by ``answer_feedback`` (temperature 0, so the
-  same answers score the same), the means and the strongest and weakest criterion by code.
+- **scores ready before the report**: as soon as an answer is recorded (and its next question chosen),
+  ``answer_feedback`` scores it in the background — one at a time per instance, each taking a slot of the
+  one LLM cap — and the score is stored with the turn (``s:<turn>``, claimed once, so any instance's
+  score serves every instance). A score not stored when the session is reported (this instance's
+  scoring still queued, another instance gone) is written by the report itself, as a task that finishes
+  and stores its score even if the client leaves.
+- **report**: the stored scores gathered (temperature 0: the same answers score the same), the means,
+  the strongest and weakest criterion and an overall grade by code; ``/report:stream`` sends each scored
+  answer as it is ready, then the summary.
 
 No question or answer text reaches a log line, a span or a metric label.
 """
@@ -37,6 +44,7 @@ from gateway.http.admission import Slots
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.interviews import protocol as api
+from gateway.reasoning.events import error_event, sse
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, StoreUnavailable, session_hash
@@ -54,6 +62,22 @@ FEEDBACK_TASK = "answer_feedback"
 CRITERIA = {"accuracy_logic": "정확성·논리", "relevance": "질문 적합성", "expression": "표현",
             "practical_depth": "실무 깊이"}
 ID = r"^[0-9a-f]{32}$"
+# The overall grade by the mean of the answers' overall scores (1-10); set before any evaluation.
+GRADES = ((8.5, "A"), (7.0, "B"), (5.5, "C"), (4.0, "D"), (0.0, "F"))
+SCORED = Counter("mesh_gateway_interview_scores", "interview answers scored, by when", ["when"])
+for _when in ("ahead", "at_report", "failed"):
+    SCORED.labels(_when)
+
+
+def late() -> ApiError:
+    """The report's deadline passed while a score was being written."""
+    return ApiError(504, "deadline_exceeded", "the report's deadline passed before every answer was scored; the "
+                                              "scores written are kept: ask again", retryable=True)
+
+
+def grade(overall: float) -> str:
+    """The letter of an overall mean (:data:`GRADES`)."""
+    return next(letter for bound, letter in GRADES if overall >= bound)
 
 
 def state_unavailable(err: Exception) -> ApiError:
@@ -70,6 +94,7 @@ class Session:
     questions: dict[int, dict] = field(default_factory=dict)
     answers: dict[int, str] = field(default_factory=dict)
     prepared: dict[int, dict] = field(default_factory=dict)
+    scores: dict[int, dict] = field(default_factory=dict)  # turn -> {"result": answer_feedback's, "cached"}
 
     @classmethod
     def parse(cls, sid: str, fields: dict[str, str]) -> Session:
@@ -83,6 +108,8 @@ class Session:
                 s.answers[int(n)] = json.loads(raw)["text"]
             elif kind == "prep":
                 s.prepared[int(n)] = json.loads(raw)
+            elif kind == "s":
+                s.scores[int(n)] = json.loads(raw)
         return s
 
     @property
@@ -117,7 +144,7 @@ class Interviews:
     """``/v1/interviews``: sessions on the task runner and the shared store."""
 
     def __init__(self, tasks: Tasks, store: KeyValue, *, ttl_s: int, follow_up_below: int,
-                 prepare: bool = True, slots: Slots | None = None) -> None:
+                 prepare: bool = True, slots: Slots | None = None, score_ahead: bool = True) -> None:
         self.tasks = tasks
         # A preparation takes a slot of the one LLM cap when one is free, else it is skipped (the question
         # is then written when the answer arrives).
@@ -126,7 +153,12 @@ class Interviews:
         self.ttl_s = ttl_s
         self.follow_up_below = follow_up_below
         self.prepare = prepare
+        self.score_ahead = score_ahead
         self._pending: dict[tuple[str, int], asyncio.Task] = {}
+        self._scoring: dict[tuple[str, int], asyncio.Task] = {}  # background scorings, queued or running
+        self._running: set[tuple[str, int]] = set()  # of those, the one holding the scoring turn
+        self._direct: dict[tuple[str, int], asyncio.Task] = {}  # scorings a report started itself
+        self._one_at_a_time = asyncio.Lock()
 
     @staticmethod
     def key(sid: str) -> str:
@@ -215,6 +247,69 @@ class Interviews:
                 return None
         return (await self._load(s.id)).prepared.get(main)  # ready since the read, here or on another instance
 
+    # -- scores ---------------------------------------------------------------------------------------------
+
+    def _score_later(self, s: Session, turn: int) -> None:
+        """Score the answer to ``turn`` in the background unless it is scored or being scored here."""
+        key = (s.id, turn)
+        if not self.score_ahead or turn in s.scores or key in self._scoring or key in self._direct:
+            return
+        self._scoring[key] = asyncio.create_task(self._score_ahead(s.id, turn))
+
+    async def _score_ahead(self, sid: str, turn: int) -> None:
+        key = (sid, turn)
+        try:
+            async with self._one_at_a_time:  # one scoring at a time per instance
+                if key in self._direct or not await self.slots.acquire(600.0):
+                    return
+                self._running.add(key)
+                try:
+                    s = await self._load(sid)
+                    if turn not in s.scores:
+                        await self._score(s, turn, True, Deadline(self.tasks.get(FEEDBACK_TASK).spec.deadline_s))
+                        SCORED.labels("ahead").inc()
+                finally:
+                    self.slots.release()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the report scores what is missing
+            SCORED.labels("failed").inc()
+            log.warning("interview answer not scored ahead (%s); the report scores it", type(err).__name__)
+        finally:
+            self._running.discard(key)
+            self._scoring.pop(key, None)
+
+    async def _score(self, s: Session, turn: int, cache: bool, deadline: Deadline) -> dict:
+        """Score one answer and store the score with its turn (the first stored wins, on any instance)."""
+        q = s.questions[turn]
+        request = TaskRequest(input={"question": q["text"], "answer": s.answers[turn]}, model=s.meta.get("model"),
+                              cache=cache, session_id=s.id)
+        response = await self.tasks.run(await self.tasks.prepare(FEEDBACK_TASK, request), deadline)
+        stored = {"result": response.result, "cached": response.cached}
+        if cache and not await self._claim(s.id, f"s:{turn}", stored):
+            stored = (await self._load(s.id)).scores.get(turn, stored)  # another instance stored one first
+        s.scores[turn] = stored
+        return stored
+
+    async def _ready_score(self, s: Session, turn: int, cache: bool, deadline: Deadline) -> dict:
+        """The turn's score: stored, being written here, or written now (as a task the client cannot cancel)."""
+        key = (s.id, turn)
+        if cache and turn in s.scores:
+            return s.scores[turn]
+        if cache and key in self._running:
+            await asyncio.wait_for(asyncio.shield(self._scoring[key]), deadline.check())
+            s.scores.update((await self._load(s.id)).scores)
+            if turn in s.scores:
+                return s.scores[turn]
+        task = self._direct.get(key) if cache else None
+        if task is None:
+            task = asyncio.create_task(self._score(s, turn, cache, deadline))
+            if cache:
+                self._direct[key] = task
+                task.add_done_callback(lambda _t: self._direct.pop(key, None))
+            SCORED.labels("at_report").inc()
+        return await asyncio.wait_for(asyncio.shield(task), deadline.check())
+
     # -- the routes ----------------------------------------------------------------------------------------
 
     async def start(self, body: api.StartInterview, deadline: Deadline) -> api.InterviewTurn:
@@ -246,7 +341,9 @@ class Interviews:
             raise ApiError(409, "already_answered", f"turn {turn} is already answered (the current turn is "
                                                     f"{s.last}); resending the same answer is safe")
         s.answers[turn] = body.answer
-        return await self._turn(s, await self._next(s, turn, deadline))
+        question = await self._next(s, turn, deadline)  # the next question first: the person waits for it
+        self._score_later(s, turn)
+        return await self._turn(s, question)
 
     async def _next(self, s: Session, turn: int, deadline: Deadline) -> dict | None:
         if turn + 1 in s.questions:  # the same answer sent again: the question already chosen
@@ -283,39 +380,63 @@ class Interviews:
         return api.InterviewState(id=sid, status="finished" if s.finished(self.follow_up_below) else "in_progress",
                                   kind=s.meta["kind"], questions=s.meta["questions"], turns=turns,
                                   prepared=max(mains, default=0) + 1 in s.prepared,
-                                  expires_in_s=await self._expires(sid))
+                                  expires_in_s=await self._expires(sid), scored=len(s.scores))
 
     async def report(self, sid: str, body: api.ReportRequest, deadline: Deadline) -> api.InterviewReport:
-        """Every answer scored by ``answer_feedback``; means, strongest and weakest criterion by code."""
+        """Every answer's score (stored ahead, or written now); means, strongest and weakest, grade by code."""
+        s, turns = await self._answered(sid)
+        try:
+            scored = [await self._scored(s, n, body.cache, deadline) for n in turns]
+        except TimeoutError:
+            raise late() from None
+        return self._summary(s, scored)
+
+    async def report_events(self, sid: str, body: api.ReportRequest, deadline: Deadline):
+        """``answer`` events in turn order as each score is ready, then ``report``; or ``error``."""
+        try:
+            s, turns = await self._answered(sid)
+            scored = []
+            for n in turns:
+                scored.append(await self._scored(s, n, body.cache, deadline))
+                yield sse("answer", scored[-1].model_dump())
+            yield sse("report", self._summary(s, scored).model_dump())
+        except ApiError as err:
+            yield error_event(err)
+        except TimeoutError:
+            yield error_event(late())
+
+    async def _answered(self, sid: str) -> tuple[Session, list[int]]:
         s = await self._load(sid)
         turns = [n for n in sorted(s.answers) if n in s.questions]
         if not turns:
             raise ApiError(409, "no_answers", "the interview has no answer to score yet")
-        scored = []
-        for n in turns:
-            q = s.questions[n]
-            request = TaskRequest(input={"question": q["text"], "answer": s.answers[n]}, model=s.meta.get("model"),
-                                  cache=body.cache, session_id=sid)
-            response = await self.tasks.run(await self.tasks.prepare(FEEDBACK_TASK, request), deadline)
-            r = response.result
-            scored.append(api.ScoredAnswer(
-                turn=n, question=q["text"], follow_up=q["follow_up"], overall=r["overall"],
-                criteria={c: api.Criterion(score=v["score"], reason=v["reason"]) for c, v in r["criteria"].items()},
-                good_points=r["good_points"], improvements=r["improvements"], feedback=r["feedback"],
-                cached=response.cached))
+        return s, turns
+
+    async def _scored(self, s: Session, n: int, cache: bool, deadline: Deadline) -> api.ScoredAnswer:
+        stored = await self._ready_score(s, n, cache, deadline)
+        r, q = stored["result"], s.questions[n]
+        return api.ScoredAnswer(
+            turn=n, question=q["text"], follow_up=q["follow_up"], overall=r["overall"],
+            criteria={c: api.Criterion(score=v["score"], reason=v["reason"]) for c, v in r["criteria"].items()},
+            good_points=r["good_points"], improvements=r["improvements"], feedback=r["feedback"],
+            cached=stored["cached"])
+
+    def _summary(self, s: Session, scored: list[api.ScoredAnswer]) -> api.InterviewReport:
         means = {c: round(statistics.fmean(a.criteria[c].score for a in scored), 2) for c in CRITERIA}
         strongest = max(CRITERIA, key=lambda c: means[c])
         weakest = min(CRITERIA, key=lambda c: means[c])
         overall = round(statistics.fmean(a.overall for a in scored), 2)
-        summary = (f"답변 {len(scored)}개의 평균은 10점 만점에 {overall:.1f}점입니다. 가장 나은 기준은 "
+        letter = grade(overall)
+        summary = (f"답변 {len(scored)}개의 평균은 10점 만점에 {overall:.1f}점(등급 {letter})입니다. 가장 나은 기준은 "
                    f"{CRITERIA[strongest]}({means[strongest]:.1f}점), 보완할 기준은 "
                    f"{CRITERIA[weakest]}({means[weakest]:.1f}점)입니다.")
-        return api.InterviewReport(id=sid, complete=s.finished(self.follow_up_below), answers=scored,
+        return api.InterviewReport(id=s.id, complete=s.finished(self.follow_up_below), answers=scored,
                                    criteria_mean=means, overall=overall, strongest=strongest, weakest=weakest,
-                                   summary=summary)
+                                   summary=summary, grade=letter)
 
     async def close(self) -> None:
         """Cancel the preparations in flight (a question not prepared is written when its answer comes)."""
-        for pending in list(self._pending.values()):
+        tasks = [*self._pending.values(), *self._scoring.values(), *self._direct.values()]
+        for pending in tasks:
             pending.cancel()
-        await asyncio.gather(*self._pending.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -64,13 +64,24 @@ class LlmServer:
 
 
 def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096, threads: int = 2,
-                     dry_multiplier: float = DRY_MULTIPLIER,
+                     dry_multiplier: float = DRY_MULTIPLIER, draft: str | None = None,
                      log_path: Path | None = None, timeout_s: float = 120.0) -> LlmServer:
     """Start the server on ``127.0.0.1:port`` and wait until *it* (not another process) lists its model.
 
-    Raises :class:`LaunchError` (one line) when the port is taken, a file is missing or the server
-    exits or never answers.
+    ``draft``: a smaller GGUF of the same family (a name ``infra.llm.fetch`` knows) that proposes tokens
+    the model then checks in one pass (speculative decoding: the output is the model's own); default
+    ``MESH_LLM_DRAFT`` from the environment, empty for none. Raises :class:`LaunchError` (one line) when
+    the port is taken, a file is missing or the server exits or never answers.
     """
+    draft = os.environ.get("MESH_LLM_DRAFT", "") if draft is None else draft
+    speculative: list[str] = []
+    if draft:
+        draft_gguf = model_path(draft)
+        if not draft_gguf.exists():
+            raise LaunchError(f"draft model file {draft_gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
+                              f"--model {draft}")
+        speculative = ["--model-draft", str(draft_gguf), "--threads-draft", str(threads),
+                       "--threads-batch-draft", str(threads)]
     gguf = model_path(model)
     if not gguf.exists():
         raise LaunchError(f"model file {gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
@@ -87,7 +98,7 @@ def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096
         proc = subprocess.Popen([str(binary), "--model", str(gguf), "--alias", model, "--host", "127.0.0.1",
                                  "--port", str(port), "--ctx-size", str(n_ctx), "--threads", str(threads),
                                  "--threads-batch", str(threads), "--parallel", "1", "--no-ui",
-                                 "--dry-multiplier", str(dry_multiplier)],
+                                 "--dry-multiplier", str(dry_multiplier), *speculative],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = LlmServer(proc, port, model, log_path)
     try:

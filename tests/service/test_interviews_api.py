@@ -19,7 +19,7 @@ import pytest_asyncio
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import eventually_async
-from support.apps import asgi_client, gateway_app
+from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -84,7 +84,8 @@ async def test_a_session_from_start_to_report(reasoning, caplog):
         q3 = third["question"]
         # a short answer to a main question: one follow-up on it, written with that answer in the prompt
         assert q3["turn"] == 3 and q3["main"] == 2 and q3["follow_up"] and q3["text"].startswith("꼬리 질문 3")
-        prompt = standin.requests[-1]["messages"][-1]["content"]
+        asked = [r for r in standin.requests if "면접관" in r["messages"][0]["content"]]
+        prompt = asked[-1]["messages"][-1]["content"]  # (answers are scored in the background meanwhile)
         assert f"A: {LONG}" in prompt and f"A: {SHORT}" in prompt
         assert prompt.count("\n- ") == 2  # both questions asked so far, kept from being repeated
         # a short answer to a follow-up: no second follow-up, and the last main question was 2 of 2
@@ -109,6 +110,33 @@ async def test_a_session_from_start_to_report(reasoning, caplog):
     assert fresh == {True: None, False: False}
     assert "/v1/interviews" in caplog.text  # the access lines are there
     assert LONG[:20] not in caplog.text and SHORT not in caplog.text and q2["text"] not in caplog.text  # no text logged
+
+
+def _scorings(standin) -> int:
+    return sum(1 for r in standin.requests if "면접관" not in r["messages"][0]["content"])
+
+
+async def test_answers_are_scored_as_they_come_and_the_report_only_gathers(reasoning):
+    svc, standin = reasoning
+    async with asgi_client(app_on(svc, interview_prepare=False)) as http:
+        sid = (await http.post("/v1/interviews", json={**START, "questions": 1})).json()["id"]
+        before = _scorings(standin)
+        done = (await http.post(f"/v1/interviews/{sid}/answers", json={"answer": LONG})).json()
+        assert done["status"] == "finished"
+        await eventually_async(lambda: asyncio.sleep(0, _scorings(standin)), lambda n: n == before + 1,
+                               what="the answer scored in the background")
+        asked = len(standin.requests)
+        r = await http.post(f"/v1/interviews/{sid}/report:stream", json={})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(r.text)
+        assert [e for e, _ in events] == ["answer", "report"]
+        assert events[0][1]["turn"] == 1 and events[0][1]["overall"] == 7.8
+        assert events[1][1]["grade"] == "B" and "등급 B" in events[1][1]["summary"]
+        assert len(standin.requests) == asked  # the report only gathered: nothing scored when it was asked
+        plain = (await http.post(f"/v1/interviews/{sid}/report", json={})).json()
+        assert plain["answers"] == [events[0][1]] and plain["grade"] == "B"
+        missing = await http.post("/v1/interviews/" + "0" * 32 + "/report:stream", json={})
+        assert missing.status_code == 404
 
 
 async def test_bad_input_and_the_refusals(reasoning):
