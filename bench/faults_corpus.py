@@ -109,6 +109,7 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
                                      "kind": "technical", "questions": 2},
         ("POST", "/v1/interviews/{interview_id}/answers"): {"answer": "캐시로 응답 시간을 줄였습니다.", "turn": 1},
         ("POST", "/v1/interviews/{interview_id}/report"): {"cache": False},
+        ("POST", "/v1/interviews/{interview_id}/report:stream"): {"cache": False},
         ("POST", "/v1/conversations"): {"collection": SCRATCH, "categories": ["향수", "꽃"], "attributes": ["각인"]},
         ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "아내 생일 선물이요", "top_k": 5},
         ("POST", "/v1/assistant/sessions"): {"collections": [SCRATCH], "tools": ["search"], "system": "",

@@ -43,9 +43,11 @@ def cases(limit: int | None) -> list[tuple[str, dict, dict]]:
     return out
 
 
-def run_config(draft: str, work: list[tuple[str, dict, dict]], folder: Path) -> list[dict[str, Any]]:
-    """Every case on one configuration: its result and usage."""
-    llm = start_llm_server(free_port(), draft=draft, log_path=folder / f"llm-{draft or 'alone'}.log")
+def run_config(config: str, draft: str, work: list[tuple[str, dict, dict]], folder: Path) -> list[dict[str, Any]]:
+    """Every case on one configuration (``alone``, ``draft`` or a llama-server ``--spec-type``): results, usage."""
+    llm = start_llm_server(free_port(), draft=draft if config == "draft" else "",
+                           speculation=config if config not in ("alone", "draft") else "",
+                           log_path=folder / f"llm-{config}.log")
     procs = []
     rows = []
     try:
@@ -69,7 +71,7 @@ def run_config(draft: str, work: list[tuple[str, dict, dict]], folder: Path) -> 
                     row["right"] = (result.get("company") == expect["company"] and result.get("stage") ==
                                     expect["stage"] and _start_ok(result, expect["start"]))
                 rows.append(row)
-                print(f"[bench] {draft or 'alone'} {task}: {row['tps']} tok/s {wall:.0f} ms", flush=True)
+                print(f"[bench] {config} {task}: {row['tps']} tok/s {wall:.0f} ms", flush=True)
     finally:
         for p in procs:
             stop_service(p)
@@ -86,16 +88,18 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Both configurations, then bench/results/<name>.{md,json}."""
+    """Every configuration, one after another, then bench/results/<name>.{md,json}."""
     parser = argparse.ArgumentParser(prog="python -m bench.llm_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--draft", default="qwen2.5-coder-0.5b-instruct-q4")
     parser.add_argument("--limit", type=int, default=None, help="at most this many cases per task")
+    parser.add_argument("--configs", default="alone,draft",
+                        help="alone, draft, or llama-server --spec-type values (ngram-simple, ngram-mod …)")
     parser.add_argument("--name", default="llm_speed")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     work = cases(args.limit)
     folder = Path(tempfile.mkdtemp(prefix="bench-llm-speed-"))
-    runs = {"alone": run_config("", work, folder), "draft": run_config(args.draft, work, folder)}
+    runs = {c: run_config(c, args.draft, work, folder) for c in args.configs.split(",")}
     table = []
     for task in dict.fromkeys(t for t, _, _ in work):
         for config, rows in runs.items():
@@ -111,13 +115,16 @@ def main(argv: list[str] | None = None) -> None:
                           f"{statistics.median([r['prompt_tokens'] or 0 for r in mine]):.0f}",
                           f"{sum(right)}/{len(right)}" if right else "–", f"{same}/{len(mine)}"])
     speed = {c: statistics.median([r["tps"] for r in rows if r["tps"]]) for c, rows in runs.items()}
-    body = ["- The embedded Qwen2.5-Coder-1.5B Q4 (llama.cpp server, one slot, 2 threads), alone and with "
-            f"`{args.draft}` as draft (`--model-draft`, 2 threads); the reasoning service and a gateway as processes; "
-            "the report splits of bench/data/tasks_eval.json, `cache: false`.", "",
+    ratios = ", ".join(f"{c} {v:.1f} tokens/s = **{v / speed['alone']:.2f}×**"
+                       for c, v in speed.items() if c != "alone")
+    body = ["- The embedded Qwen2.5-Coder-1.5B Q4 (llama.cpp server, one slot, 2 threads): alone, with "
+            f"`{args.draft}` as draft (`draft`: `--model-draft`, 2 threads), or with llama-server's draft-free "
+            "speculation (`--spec-type`, named by the configuration); the reasoning service and a gateway as "
+            "processes; the report splits of bench/data/tasks_eval.json, `cache: false`; the configurations one "
+            "after another on this machine.", "",
             md_table(["task", "configuration", "runs", "tokens/s p50", "TTFT ms p50", "run ms p50", "run ms p95",
                       "input tokens p50", "calendar right", "same result as alone"], table), "",
-            f"- Generation over every run: alone {speed['alone']:.1f} tokens/s, with the draft {speed['draft']:.1f} "
-            f"tokens/s = **{speed['draft'] / speed['alone']:.2f}×**."]
+            f"- Generation over every run (median): alone {speed['alone']:.1f} tokens/s; {ratios}."]
     print(write_result(args.name, "Speculative decoding on the CPU default", body,
                        {"draft": args.draft, "limit": args.limit, "runs": runs, "speed": speed}, out=args.out,
                        command=command_line("bench.llm_speed", argv)))

@@ -65,23 +65,27 @@ class LlmServer:
 
 def start_llm_server(port: int, *, model: str = DEFAULT_MODEL, n_ctx: int = 4096, threads: int = 2,
                      dry_multiplier: float = DRY_MULTIPLIER, draft: str | None = None,
+                     speculation: str | None = None,
                      log_path: Path | None = None, timeout_s: float = 120.0) -> LlmServer:
     """Start the server on ``127.0.0.1:port`` and wait until *it* (not another process) lists its model.
 
     ``draft``: a smaller GGUF of the same family (a name ``infra.llm.fetch`` knows) that proposes tokens
     the model then checks in one pass (speculative decoding: the output is the model's own); default
-    ``MESH_LLM_DRAFT`` from the environment, empty for none. Raises :class:`LaunchError` (one line) when
-    the port is taken, a file is missing or the server exits or never answers.
+    ``MESH_LLM_DRAFT`` from the environment, empty for none. ``speculation``: llama-server's draft-free
+    speculation instead (``ngram-simple``, ``ngram-mod`` …: tokens proposed from what the context already
+    holds); default ``MESH_LLM_SPECULATION``. Raises :class:`LaunchError` (one line) when the port is
+    taken, a file is missing or the server exits or never answers.
     """
     draft = os.environ.get("MESH_LLM_DRAFT", "") if draft is None else draft
-    speculative: list[str] = []
+    speculation = os.environ.get("MESH_LLM_SPECULATION", "") if speculation is None else speculation
+    speculative: list[str] = ["--spec-type", speculation] if speculation else []
     if draft:
         draft_gguf = model_path(draft)
         if not draft_gguf.exists():
             raise LaunchError(f"draft model file {draft_gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
                               f"--model {draft}")
-        speculative = ["--model-draft", str(draft_gguf), "--threads-draft", str(threads),
-                       "--threads-batch-draft", str(threads)]
+        speculative += ["--model-draft", str(draft_gguf), "--threads-draft", str(threads),
+                        "--threads-batch-draft", str(threads)]
     gguf = model_path(model)
     if not gguf.exists():
         raise LaunchError(f"model file {gguf.name} missing: run .venv/bin/python -m infra.llm.fetch "
