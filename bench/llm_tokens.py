@@ -1,0 +1,128 @@
+"""Input tokens per LLM route: where each route's prompt goes, measured before any prompt is cut (issue 63).
+
+    python -m bench.llm_tokens [--name llm_tokens]
+
+Processes on loopback: the embedded LLM server, embedding, retrieval, the reasoning service and a
+gateway; the career documents of bench/data/assistant_docs.json ingested. Each route runs once on inputs
+of the project's own evaluation sets (the first report case of each), and its ``usage.prompt_tokens``
+(every LLM call of the request added up) is recorded with its calls and the run's time:
+
+- the declared tasks ``calendar_parse``, ``resume_analysis``, ``answer_feedback``, and
+  ``interview_question`` as at a session's fourth question (three answered pairs in its history);
+- ``/v1/answers`` (a question the documents answer);
+- an assistant session's first turn (small talk, no tool) and a search turn, and its tenth small-talk turn.
+
+The résumés and postings of these sets are a few sentences; seed 001's profile (2,380 input tokens a
+chat turn) comes from whole résumés, where cutting them to the sections a task reads would matter most.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
+from bench.report import command_line, write_result
+from infra.llm.server import start_llm_server
+
+DATA = Path(__file__).parent / "data"
+
+
+def usage_sum(usages: list[dict]) -> dict[str, Any]:
+    """Every LLM call's usage added up."""
+    return {"prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usages),
+            "completion_tokens": sum(u.get("completion_tokens", 0) for u in usages),
+            "llm_calls": sum(u.get("llm_calls", 1) for u in usages)}
+
+
+def assistant_turn(http: httpx.Client, sid: str, text: str) -> tuple[list[dict], float]:
+    """One assistant turn: the usages of its ``done`` event, and its time."""
+    t = time.perf_counter()
+    usages: list[dict] = []
+    event = ""
+    with http.stream("POST", f"/v1/assistant/sessions/{sid}/messages", json={"text": text}) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "done":
+                usages = json.loads(line[6:])["usage"]
+    return usages, (time.perf_counter() - t) * 1e3
+
+
+def measure(http: httpx.Client) -> list[dict[str, Any]]:
+    """Each route once: its usage and time."""
+    tasks = json.loads((DATA / "tasks_eval.json").read_text(encoding="utf-8"))
+    interviews = json.loads((DATA / "interviews_eval.json").read_text(encoding="utf-8"))["sessions"][0]
+    rows: list[dict[str, Any]] = []
+
+    def task(name: str, value: dict, label: str) -> None:
+        t = time.perf_counter()
+        body = http.post(f"/v1/tasks/{name}", json={"input": value, "cache": False}).json()
+        rows.append({"route": label, **usage_sum([body.get("usage") or {}]), "ms": (time.perf_counter() - t) * 1e3})
+
+    cal = tasks["calendar"]["report"][0]
+    task("calendar_parse", {"text": cal["text"], "reference_date": cal["reference_date"]}, "task calendar_parse")
+    ana = tasks["analysis"]["report"][0]
+    task("resume_analysis", {"resume": ana["resume"], "posting": ana["better"]}, "task resume_analysis")
+    fb = tasks["feedback"]["report"][0]
+    task("answer_feedback", {"question": fb["question"], "answer": fb["strong"]}, "task answer_feedback")
+    history = [{"question": f"질문 {i + 1}", "answer": a} for i, a in enumerate(interviews["answers"][:3])]
+    task("interview_question", {"resume": interviews["resume"], "posting": interviews["posting"],
+                                "kind": interviews["kind"], "history": history,
+                                "asked": [h["question"] for h in history]}, "interview question (4th)")
+    t = time.perf_counter()
+    question = {"collection": "career", "question": "한빛소프트웨어 재택근무는 며칠까지 돼?"}
+    body = http.post("/v1/answers", json=question).json()
+    rows.append({"route": "/v1/answers", **usage_sum([body.get("usage") or {}]), "ms": (time.perf_counter() - t) * 1e3})
+    sid = http.post("/v1/assistant/sessions", json={"collections": ["career"], "caller": "bench"}).json()["id"]
+    usages, ms = assistant_turn(http, sid, "안녕하세요! 오늘 면접 준비를 시작해요")
+    rows.append({"route": "assistant: a turn without a tool (1st)", **usage_sum(usages), "ms": ms})
+    usages, ms = assistant_turn(http, sid, "한빛소프트웨어 수습 기간은 얼마나 돼?")
+    rows.append({"route": "assistant: a search turn (2nd)", **usage_sum(usages), "ms": ms})
+    for i in range(7):
+        assistant_turn(http, sid, f"{i + 3}번째 인사예요. 오늘도 화이팅!")
+    usages, ms = assistant_turn(http, sid, "10번째 인사예요. 오늘도 화이팅!")
+    rows.append({"route": "assistant: a turn without a tool (10th)", **usage_sum(usages), "ms": ms})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start the mesh, measure, write bench/results/<name>.{md,json}."""
+    parser = argparse.ArgumentParser(prog="python -m bench.llm_tokens", description=__doc__.split("\n")[0])
+    parser.add_argument("--name", default="llm_tokens")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+    docs = json.loads((DATA / "assistant_docs.json").read_text(encoding="utf-8"))
+    folder = Path(tempfile.mkdtemp(prefix="bench-llm-tokens-"))
+    llm = start_llm_server(free_port(), log_path=folder / "llm.log")
+    procs: list = []
+    try:
+        gw = start_llm_mesh(llm.base_url, folder, procs, "--reasoning-first-token-s", "60",
+                            "--reasoning-generation-s", "120", "--reasoning-total-s", "180",
+                            "--reasoning-timeout-ms", "200000")
+        with httpx.Client(base_url=f"http://127.0.0.1:{gw}", timeout=600,
+                          headers={"X-Request-Timeout-Ms": "300000"}) as http:
+            ingest_catalog(http, docs["collection"], {"kind": "keyword"}, docs["documents"])
+            rows = measure(http)
+    finally:
+        for p in procs:
+            stop_service(p)
+        llm.stop()
+    body = ["- The embedded model, embedding, retrieval, the reasoning service and a gateway as processes on "
+            "loopback; each route once on the first report case of its evaluation set (`cache: false`); input "
+            "tokens are every LLM call of the request added up.", "",
+            md_table(["route", "LLM calls", "input tokens", "output tokens", "ms"],
+                     [[r["route"], str(r["llm_calls"]), str(r["prompt_tokens"]), str(r["completion_tokens"]),
+                       f"{r['ms']:.0f}"] for r in rows])]
+    print(write_result(args.name, "Input tokens per LLM route", body, {"rows": rows}, out=args.out,
+                       command=command_line("bench.llm_tokens", argv)))
+
+
+if __name__ == "__main__":
+    main()
