@@ -55,8 +55,9 @@ async def _upload(request: Request, model: type[Body]) -> tuple[bytes, Body]:
             raise RequestValidationError(err.errors()) from None
     try:
         raw = await request.json()
-    except ValueError:
-        raise ApiError(400, "invalid_argument", "the body is neither JSON nor multipart/form-data") from None
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser reads (as FastAPI answers)
+        raise ApiError(400, "invalid_argument", "the body is neither JSON nor multipart/form-data (or it is "
+                                                "nested too deep to read)") from None
     try:
         body = model.model_validate(raw)
     except ValidationError as err:

@@ -68,6 +68,9 @@ async def test_bad_files_are_4xx_naming_the_problem_and_the_service_goes_on(http
     for body, status, why in cases:
         r = await http.post("/v1/files:read", json=body)
         assert r.status_code == status and why in r.text, (why, r.status_code, r.text[:300])
+    nested = b"[" * 100_000 + b"]" * 100_000
+    r = await http.post("/v1/files:read", content=nested, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nested too deep" in r.text
     r = await http.post("/v1/files:read", files={"nofile": ("x", b"abc")})
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "file"
     scans = build_files(5, per_source=1, pages=3)[2]  # three scanned pages: over this service's two OCR pages
