@@ -65,6 +65,7 @@ INTERNAL_TASKS = ("interview_question", "spec_delta")  # the interview and conve
 REFUSAL = "찾은 문서에서는 그 답을 확인할 수 없습니다."
 SUMMARY_CHARS = 600
 FROM_CODE = ("text", "reference_date", "timezone")  # a task's inputs code takes from the person and the session
+MIN_OWN_WORDS = 0.6  # share of a task argument's character pairs the message must hold (set before any run)
 
 
 def model_parameters(schema: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +80,16 @@ def model_parameters(schema: dict[str, Any]) -> dict[str, Any]:
     out = {**schema, "properties": {k: v for k, v in props.items() if k not in FROM_CODE}}
     out["required"] = [k for k in schema.get("required") or [] if k not in FROM_CODE]
     return out
+
+
+def own_words(value: str, message: str) -> float:
+    """The share of ``value``'s character pairs (white space removed) that the message holds too."""
+    squash = "".join(value.split())
+    pairs = [squash[i:i + 2] for i in range(len(squash) - 1)]
+    if not pairs:
+        return 1.0 if squash in "".join(message.split()) else 0.0
+    held = "".join(message.split())
+    return sum(p in held for p in pairs) / len(pairs)
 
 
 def unavailable(err: Exception) -> ApiError:
@@ -213,8 +224,8 @@ class Assistant:
                     refuted = self._refuted(call, body.text) if call is not None else None
                     if refuted is None:
                         break
-                    yield sse("tool_refused", {"name": refuted, "reason": "the message names no date or time"})
-                    offered = tools = [t for t in tools if t.name != refuted]
+                    yield sse("tool_refused", {"name": refuted[0], "reason": refuted[1]})
+                    offered = tools = [t for t in tools if t.name != refuted[0]]
                     call = None
                 timings.setdefault("first_call_ms", round((time.perf_counter() - start) * 1e3, 1))
                 by = "model"
@@ -283,17 +294,29 @@ class Assistant:
             arguments = call.arguments
         return json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
-    def _refuted(self, call: ToolCall, text: str) -> str | None:
-        """The tool's name when code refutes the call, else None.
+    def _refuted(self, call: ToolCall, text: str) -> tuple[str, str] | None:
+        """(the tool's name, why) when code refutes the call, else None.
 
-        Refuted: a task reading dates (its input has ``reference_date``) chosen for a message that names no
-        date or time (read by grammar: services/runtime/korean/dates.py).
+        Refuted: a declared task whose text inputs are not the person's words (under :data:`MIN_OWN_WORDS`
+        of an argument's character pairs are in the message: the model wrote the résumé or the answer to
+        be scored itself); a task reading dates (its input has ``reference_date``) chosen for a message
+        that names no date or time (read by grammar: services/runtime/korean/dates.py).
         """
         task = self.tasks.tasks.get(call.name)
-        if task is None or "reference_date" not in task.spec.input_schema.get("properties", {}):
+        if task is None:
+            return None
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        for name in model_parameters(task.spec.input_schema).get("required") or []:
+            value = arguments.get(name)
+            if isinstance(value, str) and value.strip() and own_words(value, text) < MIN_OWN_WORDS:
+                return call.name, f"{name} is not in the message: the person did not write it"
+        if "reference_date" not in task.spec.input_schema.get("properties", {}):
             return None
         names_one = bool(dates.scan(text, date.today())) or dates.time_of_day(text) is not None
-        return None if names_one else call.name
+        return None if names_one else (call.name, "the message names no date or time")
 
     def _inputs(self, meta: dict, name: str, arguments: dict, text: str) -> dict:
         """A declared task's input, its dates and words taken from the person, not the model.

@@ -49,7 +49,13 @@ def reply(body: dict) -> dict:
                                           if "calendar_parse" in schema else
                                           {"tool": "reply_directly", "answer": "보통 두 시간 안팎이에요."},
                                           ensure_ascii=False)]}
-        if "계속 찾아줘" in prompt and '"job_postings"' in schema:  # a model that would call it again and again
+        if "텀블러" in last and '"answer_feedback"' in schema:  # a task with an answer the model made up
+            made_up = "텀블러는 일반적으로 1시간 이상 보온이 됩니다."
+            choice = {"tool": "answer_feedback",
+                      "arguments": {"question": "텀블러는 몇 시간 동안 보온이 돼?", "answer": made_up}}
+        elif "텀블러" in last:
+            choice = {"tool": "reply_directly", "answer": "보통 여섯 시간이에요."}
+        elif "계속 찾아줘" in prompt and '"job_postings"' in schema:  # a model that would call it again and again
             choice = {"tool": "job_postings", "arguments": {"role": "백엔드"}}
         elif "계속 찾아줘" in prompt:
             choice = {"tool": "reply_directly", "answer": "찾은 공고를 정리했어요."}
@@ -209,3 +215,12 @@ async def test_a_reference_date_off_the_calendar_is_400(assistant):
     r = await http_client.post("/v1/assistant/sessions",
                                json={"collections": ["career"], "reference_date": "2026-13-45"})
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "reference_date"
+
+
+async def test_a_task_whose_text_the_model_wrote_is_refused_by_code(assistant):
+    http_client, _ = assistant
+    sid = await _session(http_client, tools=["search", "answer_feedback"])
+    events = await _turn(http_client, sid, "텀블러는 몇 시간 동안 보온이 돼?")
+    assert [e for e, _ in events] == ["tool_refused", "tool_call", "tool_result", "answer", "done"]
+    assert events[0][1]["name"] == "answer_feedback" and "answer is not in the message" in events[0][1]["reason"]
+    assert events[1][1]["name"] == "search" and events[1][1]["by"] == "code"
