@@ -86,10 +86,13 @@ def start_service(module: str, *args: str, timeout_s: float = 120,
     return start_process(module, "--port", "0", "--log-level", "WARNING", *args, timeout_s=timeout_s, env=env)
 
 
-def start_patient_reasoning(backend_url: str) -> tuple[subprocess.Popen[str], int]:
-    """The reasoning service over ``backend_url`` with 600 s deadlines (the embedded model on two cores is slow)."""
+def start_patient_reasoning(backend_url: str, *args: str) -> tuple[subprocess.Popen[str], int]:
+    """The reasoning service over ``backend_url`` with 600 s deadlines (the embedded model on two cores is slow).
+
+    ``args``: more reasoning flags.
+    """
     return start_service("services.reasoning", "--backend-url", backend_url, "--total-timeout-s", "600",
-                         "--first-token-timeout-s", "600", "--generation-timeout-s", "600")
+                         "--first-token-timeout-s", "600", "--generation-timeout-s", "600", *args)
 
 
 def start_retrieval_pair(folder: Path, model_dir: Path, procs: list, *, workers: int = 1,
@@ -130,16 +133,17 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def start_llm_mesh(llm_url: str, folder: Path, procs: list, *gateway_args: str) -> int:
+def start_llm_mesh(llm_url: str, folder: Path, procs: list, *gateway_args: str,
+                   reasoning_args: tuple[str, ...] = ()) -> int:
     """Embedding, retrieval, a patient reasoning service over ``llm_url`` and a gateway; the gateway's port.
 
     Processes on loopback (``procs`` collects them), retrieval's data in ``folder``; ``gateway_args`` are
-    more gateway flags.
+    more gateway flags, ``reasoning_args`` more reasoning flags.
     """
     from services.runtime.models import current_model_dir
 
     emb_port, ret_port = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
-    rs, rs_port = start_patient_reasoning(llm_url)
+    rs, rs_port = start_patient_reasoning(llm_url, *reasoning_args)
     procs.append(rs)
     gw, gw_port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb_port}", "--retrieval-target",
                                 f"127.0.0.1:{ret_port}", "--reasoning-targets", f"127.0.0.1:{rs_port}",

@@ -105,6 +105,7 @@ class Usage:
     failed_over: tuple[str, ...]
     llm_calls: int
     instance: str
+    cached_prompt_tokens: int = 0  # of prompt_tokens, read from the backend's prompt cache
 
 
 @dataclass(frozen=True)
@@ -303,7 +304,7 @@ def usage_from_proto(u: pb.Usage) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, ttft_ns=u.ttft_ns,
                  total_ns=u.total_ns, tokens_per_second=u.tokens_per_second, cost_usd=u.cost_usd,
                  backend=u.backend, model=u.model, estimated=u.estimated, failed_over=tuple(u.failed_over),
-                 llm_calls=u.llm_calls, instance=u.instance)
+                 llm_calls=u.llm_calls, instance=u.instance, cached_prompt_tokens=u.cached_prompt_tokens)
 
 
 def reason_from_proto(r: pb.Reason) -> Reason:

@@ -188,8 +188,10 @@ class Interviews:
 
     async def _write(self, s: Session, follow_up: bool, deadline: Deadline) -> dict:
         """The model's next question for ``s`` (its history and asked questions in the prompt)."""
+        history = s.history()
+        recent = {h["question"] for h in history}  # shown with their answers: not listed twice (issue 63)
         value = {"resume": s.meta["resume"], "posting": s.meta["posting"], "kind": s.meta["kind"],
-                 "history": s.history(), "asked": s.asked(), "follow_up": follow_up}
+                 "history": history, "asked": [q for q in s.asked() if q not in recent], "follow_up": follow_up}
         request = TaskRequest(input=value, model=s.meta.get("model"), cache=False, session_id=s.id)
         run = await self.tasks.prepare(QUESTION_TASK, request)
         response = await self.tasks.run(run, deadline)

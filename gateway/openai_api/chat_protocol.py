@@ -185,6 +185,8 @@ class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: dict[str, int] | None = Field(
+        None, description="`cached_tokens`: of prompt_tokens, those the backend read from its prompt cache")
 
 
 class ChatCompletion(BaseModel):

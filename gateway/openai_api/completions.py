@@ -141,7 +141,8 @@ class CompletionStream(PooledStream[CompletionEvent]):
                     choices=[api.CompletionChoice(message=message, finish_reason=event.finish_reason)],
                     usage=api.CompletionUsage(prompt_tokens=usage.prompt_tokens,
                                               completion_tokens=usage.completion_tokens,
-                                              total_tokens=usage.prompt_tokens + usage.completion_tokens))
+                                              total_tokens=usage.prompt_tokens + usage.completion_tokens,
+                                              prompt_tokens_details={"cached_tokens": usage.cached_prompt_tokens}))
         raise ApiError(503, "unavailable", "the reasoning stream ended without done", retryable=True)
 
     async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
@@ -163,7 +164,8 @@ class CompletionStream(PooledStream[CompletionEvent]):
                     if include_usage:
                         yield _data({**self._head(), "choices": [], "usage": {
                             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                            "total_tokens": usage.prompt_tokens + usage.completion_tokens}})
+                            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                            "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens}}})
                     yield b"data: [DONE]\n\n"
         except ApiError as err:
             yield _data(openai_error_body(err))

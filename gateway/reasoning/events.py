@@ -19,7 +19,8 @@ def usage_of(u: Usage) -> api.LlmUsage:
     return api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                         ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
                         tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,
-                        model=u.model, estimated=u.estimated, instance=u.instance)
+                        model=u.model, estimated=u.estimated, instance=u.instance,
+                        cached_prompt_tokens=u.cached_prompt_tokens)
 
 
 def sse(event: str, data: dict) -> bytes:

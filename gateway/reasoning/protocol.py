@@ -24,6 +24,8 @@ class LlmUsage(BaseModel):
     model: str
     estimated: bool = Field(description="token counts estimated (the backend reported none)")
     instance: str = Field(description="the reasoning instance that served the call")
+    cached_prompt_tokens: int = Field(0, description="of prompt_tokens, those the backend read from its prompt "
+                                                     "cache (0 when it does not say)")
 
 
 class RecommendRequest(Strict):

@@ -30,6 +30,7 @@ import jsonschema
 
 from services.bootstrap.errors import Violation
 from services.reasoning.arguments import correct, grounded
+from services.reasoning.signatures import has_numbers, signature
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TOOLS = 32
@@ -355,16 +356,20 @@ WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturd
 
 def tool_instructions(tools: dict[str, ToolSpec], mode: ToolMode, today: date | None = None,
                       zone: str = "") -> str:
-    """What the model is told about the tools, the answer's form, today's date and Korean amounts."""
-    listed = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools.values()]
+    """What the model is told about the tools, the answer's form, today's date and Korean amounts.
+
+    Each tool is one line, ``- name{arguments}: description``, its arguments as a signature
+    (:func:`signatures.signature`: the grammar holds the model to the schema's bounds); the note on
+    Korean amounts only when some argument is a number.
+    """
     reply = reply_as_tool(tools, mode)
+    lines = ["You can call these tools (name{arguments}: what it does; ? marks an optional argument):"]
+    lines += [f"- {t.name}{signature(t.parameters)}: {t.description}" for t in tools.values()]
     if reply:
-        listed.append({"name": REPLY_TOOL, "description": REPLY_DESCRIPTION,
-                       "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}}})
-    lines = ["You can call these tools (JSON):", json.dumps(listed, ensure_ascii=False), "",
-             "Reply with exactly one JSON object:",
-             '- {"tool": "<tool name>", "arguments": {...}} to call a tool; the arguments follow its parameters '
-             "and take their values from the conversation;"]
+        lines.append(f"- {REPLY_TOOL}{{answer: string}}: {REPLY_DESCRIPTION}")
+    lines += ["", "Reply with exactly one JSON object:",
+              '- {"tool": "<tool name>", "arguments": {...}} to call a tool; the arguments follow its parameters '
+              "and take their values from the conversation;"]
     if reply:
         lines.append(f'- {{"tool": "{REPLY_TOOL}", "answer": "<reply>"}} when no tool does what the user asked, or '
                      "a tool result already holds it.")
@@ -376,8 +381,9 @@ def tool_instructions(tools: dict[str, ToolSpec], mode: ToolMode, today: date | 
         lines.append("You must call one of the tools.")
     else:
         lines.append(f"You must call the tool {next(iter(tools))}.")
-    lines.append("Korean amounts: 천 = 1,000, 만 = 10,000, 억 = 100,000,000 (5만 원 = 50000, 1억 2천만 원 = "
-                 "120000000); a currency is the one the user names (원 = KRW, 달러 = USD, 유로 = EUR, 엔 = JPY).")
+    if any(has_numbers(t.parameters) for t in tools.values()):
+        lines.append("Korean amounts: 천 = 1,000, 만 = 10,000, 억 = 100,000,000 (5만 원 = 50000, 1억 2천만 원 = "
+                     "120000000); a currency is the one the user names (원 = KRW, 달러 = USD, 유로 = EUR, 엔 = JPY).")
     if today is not None:
         lines.append(f"Today is {today.isoformat()} ({WEEKDAY_NAMES[today.weekday()]}{', ' + zone if zone else ''}):"
                      " dates without a year are the coming ones; write dates as YYYY-MM-DD.")

@@ -23,6 +23,9 @@ class ReasoningSettings(ServiceSettings):
     rule_reasons: bool = Field(
         True, description="a reason card the model failed twice gets code's short factual reason (source rule: the "
                           "query's words the item holds, its category, its price against the budget); off: no text")
+    task_sections: bool = Field(
+        True, description="a task's inputs named under its file's sections (a résumé, a posting) cut to the sections "
+                          "the task reads before the prompt (issue 63); off: whole documents in the prompt")
     reasons_parallel: int = Field(
         1, ge=1, le=32, description="reason cards written at once (one call each): 1 for a one-slot server such as "
                                     "the embedded llama.cpp, the server's slots for vLLM or a hosted API")

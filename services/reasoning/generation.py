@@ -55,6 +55,7 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, read from the backend's prompt cache (as it reports)
     ttft_ns: int = 0
     total_ns: int = 0
     tokens_per_second: float = 0.0
@@ -102,6 +103,7 @@ def add_usage(total: Usage, usage: Usage) -> None:
     """Accumulate one LLM call's accounting into ``total``."""
     total.prompt_tokens += usage.prompt_tokens
     total.completion_tokens += usage.completion_tokens
+    total.cached_prompt_tokens += usage.cached_prompt_tokens
     total.ttft_ns = total.ttft_ns or usage.ttft_ns
     total.total_ns += usage.total_ns
     total.tokens_per_second = usage.tokens_per_second or total.tokens_per_second
@@ -228,6 +230,7 @@ class Generator:
         count = 0
         finish = "stop"
         reported: tuple[int | None, int | None] = (None, None)
+        cached = 0
         chunk = first
         while chunk is not None:
             if chunk.text:
@@ -238,6 +241,7 @@ class Generator:
                 finish = chunk.finish_reason
             if chunk.prompt_tokens is not None or chunk.completion_tokens is not None:
                 reported = (chunk.prompt_tokens, chunk.completion_tokens)
+                cached = chunk.cached_prompt_tokens or cached
             left = gen_end - time.perf_counter()
             try:
                 if left <= 0:
@@ -246,25 +250,26 @@ class Generator:
             except TimeoutError:
                 kind = "total_timeout" if gen_end >= total_end else "generation_timeout"
                 FAILURES.labels(backend.name, kind).inc()
-                self._account(usage, backend, messages, reported, count, start, first_at)
+                self._account(usage, backend, messages, reported, count, start, first_at, cached)
                 limit = timeouts.total_s if kind == "total_timeout" else timeouts.generation_s
                 yield Failed(kind, f"{backend.name}: {kind.replace('_', ' ')} after {limit:.1f}s", count, usage)
                 return
             except BackendError as err:
                 FAILURES.labels(backend.name, "backend_failed").inc()
-                self._account(usage, backend, messages, reported, count, start, first_at)
+                self._account(usage, backend, messages, reported, count, start, first_at, cached)
                 yield Failed("backend_failed", f"{err} (after the first token)", count, usage)
                 return
-        self._account(usage, backend, messages, reported, count, start, first_at)
+        self._account(usage, backend, messages, reported, count, start, first_at, cached)
         yield Finished(finish, usage, "".join(parts))
 
     def _account(self, usage: Usage, backend: LlmBackend, messages, reported, count: int, start: float,
-                 first_at: float) -> None:
+                 first_at: float, cached: int = 0) -> None:
         now = time.perf_counter()
         prompt, completion = reported
         usage.estimated = prompt is None or completion is None
         usage.prompt_tokens = prompt if prompt is not None else estimate_tokens(messages)
         usage.completion_tokens = completion if completion is not None else count
+        usage.cached_prompt_tokens = min(cached, usage.prompt_tokens)
         usage.total_ns = int((now - start) * 1e9)
         gen_s = now - first_at
         usage.tokens_per_second = (usage.completion_tokens - 1) / gen_s if gen_s > 0 and usage.completion_tokens > 1 \
@@ -272,6 +277,7 @@ class Generator:
         usage.cost_usd = self.prices.cost(backend.model, usage.prompt_tokens, usage.completion_tokens)
         TOKENS.labels(backend.name, "prompt").inc(usage.prompt_tokens)
         TOKENS.labels(backend.name, "completion").inc(usage.completion_tokens)
+        TOKENS.labels(backend.name, "cached_prompt").inc(usage.cached_prompt_tokens)
         COST.labels(backend.name).inc(usage.cost_usd)
         if usage.tokens_per_second > 0:
             TOKENS_PER_SECOND.labels(backend.name).observe(usage.tokens_per_second)

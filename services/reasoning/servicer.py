@@ -51,7 +51,7 @@ class ReasoningServicer:
         self.reasons = ReasonWriter(generator, rule_reasons=settings.rule_reasons,
                                     parallel=settings.reasons_parallel)
         self.completer = Completer(generator)
-        self.tasks = TaskRunner(generator, tasks or {})
+        self.tasks = TaskRunner(generator, tasks or {}, cut=settings.task_sections)
         self.s = settings
         self.instance = instance
         self.inflight = 0
@@ -105,7 +105,8 @@ class ReasoningServicer:
         return pb.Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, ttft_ns=u.ttft_ns,
                         total_ns=u.total_ns, tokens_per_second=u.tokens_per_second, cost_usd=u.cost_usd,
                         backend=u.backend, model=u.model, estimated=u.estimated, failed_over=u.failed_over,
-                        llm_calls=u.llm_calls, instance=self.instance)
+                        llm_calls=u.llm_calls, instance=self.instance,
+                        cached_prompt_tokens=u.cached_prompt_tokens)
 
     async def _events(self, response_cls, messages, params: GenerationParams, timeouts: Timeouts,
                       schema: dict | None = None) -> AsyncIterator:

@@ -49,15 +49,16 @@ TaskEvent = Delta | Retry | TaskDone | Failed
 class TaskRunner:
     """Declared tasks over a :class:`Generator`."""
 
-    def __init__(self, generator: Generator, tasks: dict[str, Task]) -> None:
+    def __init__(self, generator: Generator, tasks: dict[str, Task], *, cut: bool = True) -> None:
         self.generator = generator
         self.tasks = tasks
+        self.cut = cut  # inputs reduced to the sections the task reads (its file's ``sections``)
 
     async def run(self, task: Task, value: dict, timeouts: Timeouts, *, model: str = "",
                   buffered: bool = False) -> AsyncIterator[TaskEvent]:
         """Stream one run of ``task`` over a checked ``value`` (see the module doc); ``buffered``: no deltas."""
         spec = task.spec
-        system, prompt = task.render(value)
+        system, prompt = task.render(value, cut=self.cut)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         params = GenerationParams(spec.max_tokens, spec.sampling.temperature, spec.output_schema,
                                   top_p=spec.sampling.top_p, seed=spec.sampling.seed, model=model,

@@ -83,6 +83,16 @@ async def test_generate_streams_deltas_then_exactly_one_done_with_usage(real):
         assert events[-1].done.finish_reason == pb.FINISH_REASON_LENGTH
 
 
+async def test_a_prompt_asked_again_is_read_from_the_servers_prompt_cache(real):
+    # llama-server reports the prompt tokens it reused (usage.prompt_tokens_details.cached_tokens): the
+    # figure issue 63's "prompt cache across turns" check and the per-key cached tokens read.
+    opts = pb.Options(max_tokens=2, temperature=0.0, timeouts=SLOW.timeouts)
+    request = pb.GenerateRequest(prompt="면접 준비를 위해 자기소개를 한 문장으로 써 주세요.", options=opts)
+    await collect(real.Generate(request))
+    again = (await collect(real.Generate(request)))[-1].done.usage
+    assert 0 < again.cached_prompt_tokens <= again.prompt_tokens
+
+
 async def test_generate_with_a_json_schema_returns_valid_json(real):
     schema = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "maxLength": 20}}}

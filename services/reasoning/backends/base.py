@@ -37,6 +37,7 @@ class Chunk:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_prompt_tokens: int | None = None  # of prompt_tokens, read from the backend's prompt cache
 
 
 class BackendError(Exception):

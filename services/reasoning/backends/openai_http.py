@@ -96,6 +96,7 @@ class OpenAIBackend(LlmBackend):
                     if usage:
                         chunk.prompt_tokens = usage.get("prompt_tokens")
                         chunk.completion_tokens = usage.get("completion_tokens")
+                        chunk.cached_prompt_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
                     for choice in event.get("choices") or []:
                         chunk.text += (choice.get("delta") or {}).get("content") or ""
                         chunk.finish_reason = choice.get("finish_reason") or chunk.finish_reason

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 import yaml
@@ -21,7 +21,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.runtime.tasks import post
+from services.runtime.tasks import post, sections
 
 BUILTIN_DIR = Path(__file__).parent / "defs"
 NAME = r"^[a-z][a-z0-9_]{0,47}$"
@@ -71,6 +71,9 @@ class TaskFile(BaseModel):
     max_tokens: int = Field(512, ge=16, le=8192)
     deadline_s: float = Field(60.0, gt=0, le=600)
     cache: Cache | None = None
+    sections: dict[str, Literal["resume", "resume_personal", "posting"]] = Field(
+        default_factory=dict, description="string inputs cut to the sections the task reads before the prompt is "
+                                          "rendered (services/runtime/tasks/sections.py); post steps see them whole")
     examples: list[dict[str, Any]] = Field(default_factory=list, max_length=5,
                                            description="inputs shown by GET /v1/tasks (each must validate)")
 
@@ -98,9 +101,15 @@ class Task:
         filled = {name: prop.get("default") if isinstance(prop, dict) else None for name, prop in props.items()}
         return {**filled, **value}
 
-    def render(self, value: dict) -> tuple[str, str]:
-        """The system and user messages for one (valid) input; absent optional fields are their default or None."""
+    def render(self, value: dict, *, cut: bool = True) -> tuple[str, str]:
+        """The system and user messages for one (valid) input; absent optional fields are their default or None.
+
+        ``cut``: the inputs the task file names under ``sections`` reduced to the sections it reads.
+        """
         full = self.with_defaults(value)
+        if cut:
+            full.update({name: sections.cut(full[name], kind) for name, kind in self.spec.sections.items()
+                         if isinstance(full.get(name), str)})
         return self.system.render(**full), self.prompt.render(**full)
 
 
@@ -161,6 +170,9 @@ def load_file(path: Path) -> Task:
     if spec.result_schema is not None and spec.post is None:
         raise _fail(path, "result_schema", "only with a post step (otherwise the result is the output)")
     fields = set(spec.input_schema.get("properties", {}))
+    for name in spec.sections:
+        if (spec.input_schema.get("properties", {}).get(name) or {}).get("type") != "string":
+            raise _fail(path, f"sections.{name}", "names no string input of input_schema")
     system = _template(path, "system", spec.system, fields)
     prompt = _template(path, "prompt", spec.prompt, fields)
     for i, example in enumerate(spec.examples):

@@ -62,7 +62,7 @@ def test_the_auto_schema_admits_each_tool_with_its_arguments_or_an_answer_and_no
 def test_the_reply_is_one_more_choice_among_the_tools_and_decodes_to_text():
     assert plan().decode('{"tool": "reply_directly", "answer": "안녕하세요"}').content == "안녕하세요"
     listed = backend_messages([MessageIn("user", "안녕")], TOOLS, "auto")[0]["content"]
-    assert '"name": "reply_directly"' in listed
+    assert "- reply_directly{answer: string}: " in listed
     taken = {**TOOLS, "reply_directly": WEATHER}  # a caller's own tool of that name: the plain answer form
     assert {"answer": "네"} in [{"answer": "네"} for b in tool_choice_schema(taken, "auto", None)["anyOf"]
                                if b["required"] == ["answer"]]
@@ -106,7 +106,7 @@ def test_tool_history_is_written_for_any_chat_template():
                 MessageIn("tool", "습도 40%", tool_call_id="call_1")]
     out = backend_messages(messages, TOOLS, "auto")
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
-    assert out[0]["content"].startswith("친절한 도우미") and '"name": "search_books"' in out[0]["content"]
+    assert out[0]["content"].startswith("친절한 도우미") and "- search_books{" in out[0]["content"]
     assert json.loads(out[2]["content"]) == {"tool": "get_weather", "arguments": {"city": "서울"}}
     assert "call_1 (get_weather)" in out[3]["content"] and "맑음, 21도" in out[3]["content"]
     assert "습도 40%" in out[3]["content"]  # two results in a row joined into one turn
