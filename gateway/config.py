@@ -111,6 +111,15 @@ class GatewaySettings(BaseSettings):
     assistant_tools_file: str = Field("", description="backend tools the assistant may call (JSON: allowed_hosts, "
                                                       "tools with name, description, parameters schema, https URL, "
                                                       "timeout_s, cache_ttl_s, max_bytes); empty: none")
+    conversation_response_route: str = Field("", description="model route that writes what people read at a "
+                                                             "conversation's end: the turn replies, the confirm "
+                                                             "summary, the lists' reasons (empty: the default route)")
+    conversation_summary_timeout_s: float = Field(5.0, gt=0, le=60, description="the confirm summary's deadline "
+                                                                               "(asked once; null after it)")
+    conversation_reply_timeout_s: float = Field(15.0, gt=0, le=120, description="a turn reply's deadline "
+                                                                               "(turns:stream; null after it)")
+    conversation_reason_timeout_s: float = Field(8.0, gt=0, le=120, description="each list query's reason call "
+                                                                               "(its items have none after it)")
     conversation_max_turns: int = Field(50, ge=1, le=10_000,
                                         description="turns a conversation keeps (the latest; the number of older "
                                                     "ones is kept as a count): bounds its hash, read on each turn")

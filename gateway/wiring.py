@@ -23,6 +23,7 @@ from gateway.assistant.serving import Assistant
 from gateway.catalog.jobs import CatalogJobs
 from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
+from gateway.conversations.finish import Finish
 from gateway.conversations.sessions import Conversations
 from gateway.files.serving import Files
 from gateway.http.admission import Slots
@@ -112,6 +113,7 @@ class Mesh:
     sessions: KeyValue  # interviews and conversations: on --sessions-redis-url, which must not
     interviews: Interviews
     conversations: Conversations
+    finish: Finish
     llm_slots: Slots  # the one cap on LLM work in flight: every LLM route, derived queries, preparations
     files: Files | None = None
     assistant: Assistant | None = None
@@ -187,6 +189,13 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     catalog = Catalog(writer, jobs)
     files.catalog = catalog
     catalog.on_delete.append(files.forget)
+    conversations = Conversations(tasks, search, recommendations, sessions, ttl_s=settings.conversation_ttl_s,
+                                  max_turns=settings.conversation_max_turns)
+    finish = Finish(conversations, routes, jobs, route=settings.route_of(settings.conversation_response_route),
+                    summary_timeout_s=settings.conversation_summary_timeout_s,
+                    reply_timeout_s=settings.conversation_reply_timeout_s,
+                    reason_timeout_s=settings.conversation_reason_timeout_s)
+    handlers.update(finish.handlers())  # the job store holds this dict: list jobs run on every instance
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=catalog, files=files,
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=recommendations,
@@ -199,8 +208,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                                       follow_up_below=settings.interview_follow_up_below_chars,
                                       prepare=settings.interview_prepare, slots=llm_slots,
                                       score_ahead=settings.interview_score_ahead),
-                conversations=Conversations(tasks, search, recommendations, sessions, ttl_s=settings.conversation_ttl_s,
-                                            max_turns=settings.conversation_max_turns),
+                conversations=conversations, finish=finish,
                 llm_slots=llm_slots,
                 assistant=Assistant(routes, answers, tasks, sessions, ttl_s=settings.assistant_ttl_s, backend=backend,
                                     history_turns=settings.assistant_history_turns,

@@ -27,6 +27,9 @@ def collection_info(c: Collection) -> api.CollectionInfo:
                               rollback_until=c.rollback_until or None)
 
 
+CATALOG_KINDS = ("ingest", "reindex", "file")  # the jobs /v1/jobs shows (the job store runs others too)
+
+
 def job_view(r: JobRecord) -> api.Job:
     """The REST view of a job record (a file stored in a collection is an ``ingest``)."""
     kind = "ingest" if r.kind == "file" else r.kind
@@ -114,12 +117,24 @@ class Catalog:
                                     took_ms=round((time.perf_counter() - start) * 1e3, 3))
 
     async def job(self, job_id: str) -> api.Job:
-        """A job by id, whichever instance runs it; 404 when unknown or expired."""
+        """A job by id, whichever instance runs it; 404 when unknown or expired, or not a collection's job."""
+        await self._catalog_only(job_id)
         return await self._job_call(job_id, self.jobs.get(job_id))
 
     async def cancel(self, job_id: str) -> api.Job:
         """Cancel a job: a queued one ends now, a running one after its current batch."""
+        await self._catalog_only(job_id)
         return await self._job_call(job_id, self.jobs.cancel(job_id))
+
+    async def _catalog_only(self, job_id: str) -> None:
+        """404 for a job of the store that is no collection's (a conversation's lists: read on their route)."""
+        try:
+            record = await self.jobs.get(job_id)
+        except (JobNotFound, JobStoreUnavailable):
+            return  # said by the call itself
+        if record.kind not in CATALOG_KINDS:
+            raise ApiError(404, "not_found", f"job {job_id!r} is not a collection's job (a conversation's lists are "
+                                             "read at /v1/conversations/{id}/lists/{job_id})")
 
     @staticmethod
     async def _job_call(job_id: str, call: Awaitable[JobRecord]) -> api.Job:

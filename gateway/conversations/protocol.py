@@ -122,3 +122,45 @@ class ConversationState(BaseModel):
     earlier_turns: int = Field(0, description="turns before the first of `turns`, no longer kept (their effect "
                                               "stays in the profile)")
     expires_in_s: int
+
+
+class Confirmation(BaseModel):
+    """The confirm screen: the frozen profile, display keywords and the summary (null when it failed or was late)."""
+
+    id: str
+    turn: int = Field(description="the turn whose profile was confirmed")
+    profile: Profile
+    keywords: list[str] = Field(description="chosen by code from the profile, at most 8: who, why, what, how "
+                                            "much, then what is left out")
+    summary: str | None = Field(description="the response model's, asked once within --conversation-summary-"
+                                            "timeout-s; null when late, failed or naming a number or a name "
+                                            "outside the profile")
+    summary_error: str | None = Field(None, description="why the summary is null")
+    summary_ms: float
+    confirmed_unix_ms: int
+    already: bool = Field(description="true: confirmed before (this is the stored confirmation)")
+    usage: LlmUsage | None = None
+
+
+class ListsRequest(Strict):
+    """How to build the lists of a confirmed conversation."""
+
+    top_k: int = Field(5, ge=1, le=20, description="items per list")
+    reasons: bool = Field(True, description="one reason call per query (a failed call loses only its items' reason)")
+    derived: int = Field(2, ge=0, le=4, description="derived queries the model adds to the gift list's (0: none)")
+    diversity: float = Field(0.3, ge=0, le=1, description="MMR: 0 = pure relevance")
+
+
+class ListsJob(BaseModel):
+    """A list job: state, progress (4 stages: queries, embedding, search, reasons) and, when done, the lists."""
+
+    id: str
+    conversation: str
+    state: str = Field(description="queued, running, done, failed or cancelled")
+    done: int
+    total: int
+    errors: list[str]
+    result: dict[str, Any] | None = Field(
+        None, description="`gift` (for the recipient) and `self` (for the person asking): items best first, each "
+                          "with the query that found it and that query's reason; `queries` with each reason's "
+                          "status; `expansion`; `timings` per stage")

@@ -69,13 +69,17 @@ class Conversations:
         """The conversation's hash."""
         return f"conversation:{cid}"
 
-    async def _load(self, cid: str) -> tuple[dict, dict[int, dict]]:
+    async def _load(self, cid: str, *, open_only: bool = False) -> tuple[dict, dict[int, dict]]:
+        """Meta and turns; ``open_only``: 409 ``conversation_confirmed`` once the profile is confirmed."""
         try:
             fields = await session_hash(self.store, self.key(cid), cid)
         except StoreUnavailable as err:
             raise unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
+        if open_only and "confirmed" in fields:
+            raise ApiError(409, "conversation_confirmed", "the profile is confirmed: start a new conversation to "
+                                                          "change it")
         return json.loads(fields["meta"]), numbered(fields)
 
     async def _expires(self, cid: str) -> int:
@@ -130,7 +134,7 @@ class Conversations:
     async def turn(self, cid: str, body: api.TurnRequest, deadline: Deadline) -> api.TurnResponse:
         """Extract the turn's change, merge the profile, search; the updated profile, the search and the hits."""
         t0 = time.perf_counter()
-        meta, turns = await self._load(cid)
+        meta, turns = await self._load(cid, open_only=True)
         vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
         previous = turns[max(turns)]["text"] if turns else ""
         request = TaskRequest(input={"text": body.text, "previous": previous, "categories": meta["categories"],
@@ -162,7 +166,7 @@ class Conversations:
                     break
             except StoreUnavailable as err:
                 raise unavailable(err) from None
-            meta, turns = await self._load(cid)
+            meta, turns = await self._load(cid, open_only=True)
         else:
             raise ApiError(409, "turn_conflict", "the conversation changed five times during this turn; send it again",
                            retryable=True)

@@ -1,0 +1,359 @@
+"""A gift conversation's end (seed 004): a reply on each turn, the confirm screen, and the two lists as a job.
+
+- **Reply** (``POST /v1/conversations/{id}/turns:stream``): the turn's profile and search are sent first
+  (``turn`` event: they never wait for the reply); then the response route writes one short reply
+  asking for what code found missing (:func:`confirm.missing`), streamed as ``delta`` events within its
+  own deadline (``--conversation-reply-timeout-s``), and ``reply`` ends it: the text when code's check
+  (:func:`confirm.unfaithful`) passes, else ``null`` with the reason. A failed reply fails nothing.
+- **Confirm** (``POST /v1/conversations/{id}:confirm``): display keywords by code, a summary by the
+  response route within ``--conversation-summary-timeout-s`` (5 s), asked once (no retry, no
+  regeneration); a summary that is late, fails or names a number or a name outside the profile is
+  ``null`` with ``summary_error``. The profile is frozen: the record is stored with HSETNX, so two
+  confirms on two instances return the same one; a later turn is 409 ``conversation_confirmed``.
+- **Lists** (``POST /v1/conversations/{id}/lists``, a job of the job store, kind ``lists``): search
+  sentences from the confirmed profile — code's (:func:`profile.search_of`: the hard parts as filters)
+  and, for the gift list, derived queries from the model (``expand``, bounded, a failure leaves code's
+  alone) —, their vectors in one embedding call (the gateway's vector cache, Redis when configured, so
+  every search after it and a job resumed on another instance reuse them), one search per list with the
+  hard filters and MMR, then one reason call per query for the items that query found (failures
+  isolated: a failed call leaves only its own items without a reason). ``gift`` is for the recipient;
+  ``self`` is for the person asking (the same constraints and wishes, no recipient or occasion, none of
+  the gift list's items). Timings per stage come with the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from prometheus_client import Counter
+
+from clients.errors import MeshClientError
+from clients.reasoning import ChatMessage, Delta, Done, Options, Timeouts, Usage
+from gateway.conversations import confirm
+from gateway.conversations import protocol as api
+from gateway.conversations.profile import Fields, Vocabulary, search_of
+from gateway.conversations.sessions import Conversations, unavailable
+from gateway.http.deadline import Deadline
+from gateway.http.errors import ApiError, from_client_error
+from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.routes import ModelRoutes
+from gateway.reasoning.structured import StructuredFailed, open_structured
+from gateway.search.protocol import ExpandChoice, MmrChoice, SearchRequest, query_key
+from gateway.tasks.store import StoreUnavailable
+from services.runtime.jobs.base import Jobs
+from services.runtime.jobs.records import JobContext, JobNotFound, JobRecord, JobStoreUnavailable, QueueFull
+
+SUMMARIES = Counter("mesh_gateway_conversation_summaries", "confirm summaries by outcome", ["outcome"])
+REASON_CALLS = Counter("mesh_gateway_list_reasons", "list reason calls (one per query) by outcome", ["outcome"])
+for _outcome in ("ok", "late", "failed", "unfaithful"):
+    SUMMARIES.labels(_outcome)
+    REASON_CALLS.labels(_outcome)
+CONFIRMED = "confirmed"
+LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
+KIND = "lists"
+REASON_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["reason"],
+                 "properties": {"reason": {"type": "string", "maxLength": 120}}}
+REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어 한 문장으로 씁니다. 요청과 상품 설명에 있는 것만 쓰고, "
+                 "값이나 사실을 지어내지 마세요. JSON으로만 답하세요.")
+SELF_WORDS = "나를 위한"
+
+
+def title(text: str) -> str:
+    """An item's short name: its text's first clause."""
+    return text.split(",")[0].strip()[:60]
+
+
+class Finish:
+    """Replies, confirmations and list jobs over a conversation store, a response route and the job store."""
+
+    def __init__(self, conversations: Conversations, routes: ModelRoutes, jobs: Jobs, *, route: str,
+                 summary_timeout_s: float, reply_timeout_s: float, reason_timeout_s: float) -> None:
+        self.conversations = conversations
+        self.routes = routes
+        self.jobs = jobs
+        self.route = route  # the response route (seed 004: the larger model writes what people read)
+        self.summary_timeout_s = summary_timeout_s
+        self.reply_timeout_s = reply_timeout_s
+        self.reason_timeout_s = reason_timeout_s
+
+    def handlers(self) -> dict[str, Any]:
+        """The job kinds this feature runs."""
+        return {KIND: self._lists}
+
+    # -- shared ------------------------------------------------------------------------------------------
+
+    async def _text(self, messages: list[tuple[str, str]], schema: dict, name: str, key: str,
+                    total_s: float, max_tokens: int) -> tuple[str | None, str | None, Usage | None]:
+        """One call on the response route, asked once: (the field's text, why none, usage)."""
+        field = next(iter(schema["properties"]))
+        try:
+            call = await open_structured(self.routes.get(self.route), [ChatMessage(r, t) for r, t in messages],
+                                         schema, name, key=key, total_s=total_s, max_tokens=max_tokens)
+            async for _ in call.deltas():
+                pass
+        except StructuredFailed as err:
+            return None, LATE if err.reason.endswith("timeout") or err.reason == LATE else err.reason, None
+        value = call.value.get(field) if isinstance(call.value, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            return None, "empty", call.usage
+        return value.strip(), None, call.usage
+
+    async def _confirmed(self, cid: str) -> dict | None:
+        try:
+            raw = (await self.conversations.store.hgetall(self.conversations.key(cid))).get(CONFIRMED)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
+        return json.loads(raw) if raw else None
+
+    # -- confirm -----------------------------------------------------------------------------------------
+
+    async def confirm(self, cid: str, deadline: Deadline) -> api.Confirmation:
+        """Freeze the profile with keywords and a summary (the stored one when already confirmed)."""
+        meta, turns = await self.conversations._load(cid)
+        stored = await self._confirmed(cid)
+        if stored is not None:
+            return api.Confirmation(**stored, id=cid, already=True)
+        if not turns:
+            raise ApiError(409, "nothing_to_confirm", "the conversation has no turn yet: nothing to confirm")
+        profile = turns[max(turns)]["profile"]
+        vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
+        t = time.perf_counter()
+        budget = min(self.summary_timeout_s, max(deadline.check() - 0.5, 0.1))
+        text, why, usage = await self._text(confirm.summary_messages(profile), confirm.SUMMARY_SCHEMA, "summary",
+                                            cid, budget, 96)
+        summary_ms = (time.perf_counter() - t) * 1e3
+        if text is not None:
+            problems = confirm.unfaithful(text, profile, vocab)
+            if problems:
+                text, why = None, "unfaithful: " + "; ".join(problems)
+        outcome = "ok" if text else ("late" if why == LATE else
+                                     "unfaithful" if why and why.startswith("unfaithful") else "failed")
+        SUMMARIES.labels(outcome).inc()
+        record = {"turn": max(turns), "profile": {k: v for k, v in profile.items() if k in api.Profile.model_fields},
+                  "keywords": confirm.keywords(profile), "summary": text, "summary_error": why,
+                  "summary_ms": round(summary_ms, 1), "confirmed_unix_ms": int(time.time() * 1000),
+                  "usage": usage_of(usage).model_dump() if usage else None}
+        try:
+            won = await self.conversations.store.hsetnx(self.conversations.key(cid), CONFIRMED,
+                                                        json.dumps(record, ensure_ascii=False),
+                                                        self.conversations.ttl_s)
+        except StoreUnavailable as err:
+            raise unavailable(err) from None
+        if not won:  # another request confirmed it meanwhile: theirs stands
+            stored = await self._confirmed(cid)
+            return api.Confirmation(**(stored or record), id=cid, already=True)
+        return api.Confirmation(**record, id=cid, already=False)
+
+    # -- a reply on each turn ----------------------------------------------------------------------------
+
+    async def turn_events(self, cid: str, body: api.TurnRequest, deadline: Deadline) -> AsyncGenerator[bytes, None]:
+        """The turn (``turn``), then the reply as it is written (``delta``), then ``reply`` (or ``error``)."""
+        try:
+            done = await self.conversations.turn(cid, body, deadline)
+        except ApiError as err:
+            yield error_event(err)
+            return
+        yield sse("turn", done.model_dump(mode="json"))
+        meta, _ = await self.conversations._load(cid)
+        vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
+        profile = done.profile.model_dump()
+        asked = confirm.missing(profile)
+        start = time.perf_counter()
+        total = min(self.reply_timeout_s, max(deadline.remaining() - 0.2, 0.1))
+        options = Options(max_tokens=96, temperature=0.0, seed=7,
+                          timeouts=Timeouts(first_token_s=total, generation_s=total, total_s=total))
+        text: list[str] = []
+        why: str | None = None
+        usage = None
+        try:
+            route = self.routes.get(self.route)
+            target, client = route.pool.acquire(cid)
+            try:
+                messages = [ChatMessage(r, t) for r, t in confirm.reply_messages(profile, asked, body.text)]
+                async for event in client.complete(messages, options=options, model=route.model,
+                                                   timeout_s=total + 0.5):
+                    if isinstance(event, Delta):
+                        text.append(event.text)
+                        yield sse("delta", {"text": event.text})
+                    elif isinstance(event, Done):
+                        usage = event.usage
+                    else:
+                        why = getattr(event, "kind", "failed")
+                        break
+            finally:
+                route.pool.release(target)
+        except MeshClientError as err:
+            why = err.code.name.lower()
+        reply = "".join(text).strip() or None
+        if reply is not None and why is None:
+            problems = confirm.unfaithful(reply, profile, vocab)
+            if problems:
+                why = "unfaithful: " + "; ".join(problems)
+        if why is not None:
+            reply = None
+        yield sse("reply", {"text": reply, "asked": asked, "error": why,
+                            "ms": round((time.perf_counter() - start) * 1e3, 1),
+                            "usage": usage_of(usage).model_dump() if usage else None})
+
+    # -- lists -------------------------------------------------------------------------------------------
+
+    async def start_lists(self, cid: str, body: api.ListsRequest, deadline: Deadline) -> api.ListsJob:
+        """Queue the lists of a confirmed conversation (409 before the confirm)."""
+        await self.conversations._load(cid)
+        if await self._confirmed(cid) is None:
+            raise ApiError(409, "not_confirmed", "confirm the conversation first (POST /v1/conversations/{id}:confirm)")
+        payload = json.dumps({"conversation": cid, **body.model_dump()}).encode()
+        try:
+            record = await self.jobs.submit(KIND, cid, payload, total=4)
+        except QueueFull as err:
+            raise ApiError(429, "resource_exhausted", str(err), retryable=True, retry_after_s=5.0) from None
+        except JobStoreUnavailable as err:
+            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        return job_view(record)
+
+    async def lists_job(self, cid: str, job_id: str) -> api.ListsJob:
+        """A list job of this conversation (404 for another's or an unknown one)."""
+        try:
+            record = await self.jobs.get(job_id)
+        except JobNotFound:
+            record = None
+        except JobStoreUnavailable as err:
+            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        if record is None or record.kind != KIND or record.subject != cid:
+            raise ApiError(404, "job_not_found", "no such list job for this conversation (it may have expired)")
+        return job_view(record)
+
+    async def _lists(self, record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any]:
+        work = json.loads(payload)
+        cid = work["conversation"]
+        deadline = Deadline(300.0)
+        t0 = time.perf_counter()
+        meta, _ = await self.conversations._load(cid)
+        stored = await self._confirmed(cid)
+        if stored is None:
+            await ctx.progress(error="the conversation is not confirmed")
+            return {"error": "not confirmed"}
+        profile = {**stored["profile"], "excluded_keywords": stored["profile"].get("excluded_keywords", [])}
+        vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
+        fields = Fields(**meta["fields"])
+        top_k = work["top_k"]
+        timings: dict[str, float] = {}
+
+        # 1. search sentences: code's (filters and the query), derived ones for the gift list
+        t = time.perf_counter()
+        spec = search_of(profile, fields, top_k)
+        gift_queries = spec.get("queries") or [spec["query"]]
+        expansion = {"status": "skipped", "reason": None, "derived": 0}
+        if work["derived"] > 0:
+            derived, exp = await self.conversations.search.expander.derive(
+                gift_queries[0], ExpandChoice(n=work["derived"] + 1), deadline)
+            expansion = {"status": exp.status, "reason": exp.reason, "derived": len(derived)}
+            seen = {query_key(q) for q in gift_queries}
+            gift_queries += [q for q in derived if query_key(q) not in seen][:8 - len(gift_queries)]
+        own = [*profile["categories"], *profile["must_have"],
+               *(k for k in profile["keywords"] if k not in set(profile.get("excluded_keywords") or []))]
+        self_queries = [" ".join([SELF_WORDS, *own[:4], "선물"])]
+        timings["queries_ms"] = (time.perf_counter() - t) * 1e3
+        await ctx.progress(done=1)
+
+        # 2. every sentence's vector in one embedding call (cached: the searches below read them back)
+        t = time.perf_counter()
+        try:
+            await self.conversations.search.vectors.query_vectors(list(dict.fromkeys(gift_queries + self_queries)),
+                                                                  deadline)
+        except (ApiError, MeshClientError):
+            pass  # the searches embed (or degrade to keyword) themselves
+        timings["embed_ms"] = (time.perf_counter() - t) * 1e3
+        await ctx.progress(done=2)
+
+        # 3. one search per list: the hard filters, MMR for diversity
+        t = time.perf_counter()
+        filt = spec.get("filter")
+        mmr = MmrChoice(diversity=work["diversity"], candidates=max(4 * top_k, 20)) if work["diversity"] > 0 else None
+        gift = await self._search(meta["collection"], gift_queries, filt, top_k, mmr, deadline)
+        taken = {h.id for h in gift.hits}
+        mine = await self._search(meta["collection"], self_queries, filt, top_k + len(taken), mmr, deadline)
+        mine_hits = [h for h in mine.hits if h.id not in taken][:top_k]
+        timings["search_ms"] = (time.perf_counter() - t) * 1e3
+        await ctx.progress(done=3)
+
+        # 4. one reason call per query (its own items), failures isolated
+        t = time.perf_counter()
+        lists = {"gift": self._groups(gift_queries, gift.hits), "self": self._groups(self_queries, mine_hits)}
+        if work["reasons"]:
+            for name, groups in lists.items():
+                for i, group in enumerate(groups):
+                    if group["items"]:
+                        group.update(await self._reason(record.id, f"{name}:{i}", profile, vocab, group))
+        timings["reasons_ms"] = (time.perf_counter() - t) * 1e3
+        timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        await ctx.progress(done=4)
+        return {"conversation": cid, "expansion": expansion, "degraded": gift.degraded or mine.degraded,
+                "gift": self._flatten(lists["gift"]), "self": self._flatten(lists["self"]),
+                "queries": {k: [{"query": g["query"], "reason_status": g.get("reason_status", "skipped"),
+                                 "reason": g.get("reason")} for g in v] for k, v in lists.items()},
+                "timings": {k: round(v, 1) for k, v in timings.items()}}
+
+    async def _search(self, collection: str, queries: list[str], filt: dict | None, top_k: int,
+                      mmr: MmrChoice | None, deadline: Deadline):
+        request = SearchRequest(collection=collection, queries=queries, filter=filt, top_k=min(top_k, 100), mmr=mmr)
+        try:
+            return await self.conversations.search.search(request, deadline)
+        except MeshClientError as err:
+            raise from_client_error(err) from None
+
+    @staticmethod
+    def _groups(queries: list[str], hits: list) -> list[dict[str, Any]]:
+        """The hits grouped by the first query that found each (one query alone: all of them)."""
+        groups: list[dict[str, Any]] = [{"query": q, "items": []} for q in queries]
+        for rank, h in enumerate(hits):
+            first = (h.matched_queries or [0])[0] if len(queries) > 1 else 0
+            groups[min(first, len(groups) - 1)]["items"].append(
+                {"id": h.id, "rank": rank + 1, "score": round(h.score, 4), "title": title(h.text),
+                 "payload": h.payload})
+        return groups
+
+    @staticmethod
+    def _flatten(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        items = [{**item, "query": g["query"], "reason": g.get("reason")} for g in groups for item in g["items"]]
+        return sorted(items, key=lambda i: i["rank"])
+
+    async def _reason(self, job_id: str, slot: str, profile: dict, vocab: Vocabulary,
+                      group: dict[str, Any]) -> dict[str, Any]:
+        """One call for one query's items: its sentence, checked (a job resumed elsewhere reuses a stored one)."""
+        store, key = self.conversations.store, f"conversation-lists:{job_id}"
+        try:
+            done = (await store.hgetall(key)).get(slot)
+        except StoreUnavailable:
+            done = None
+        if done:
+            return json.loads(done)
+        items = "\n".join(f"- {i['title']}" for i in group["items"][:5])
+        request = confirm.profile_lines(profile)
+        messages = [("system", REASON_SYSTEM),
+                    ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
+        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s, 96)
+        if text is not None:
+            extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
+            problems = confirm.unfaithful(text, profile, vocab, also=extra)
+            if problems:
+                text, why = None, "unfaithful: " + "; ".join(problems)
+        outcome = {"reason": text, "reason_status": "ok" if text else "failed", "reason_error": why}
+        REASON_CALLS.labels("ok" if text else ("unfaithful" if why and why.startswith("unfaithful") else
+                                               "late" if why == LATE else "failed")).inc()
+        try:
+            await store.hsetnx(key, slot, json.dumps(outcome, ensure_ascii=False), self.conversations.ttl_s)
+        except StoreUnavailable:
+            pass
+        return outcome
+
+
+def job_view(r: JobRecord) -> api.ListsJob:
+    """A list job as returned."""
+    return api.ListsJob(id=r.id, conversation=r.subject, state=r.state, done=r.done, total=r.total,
+                        errors=r.errors, result=r.result)
+
+
