@@ -226,7 +226,7 @@ def example_task(gateway: str) -> None:
 
 
 def example_conversation(gateway: str) -> None:
-    """A gift conversation's turn: the profile code keeps, and the filtered search it runs."""
+    """A gift conversation: a turn (the profile code keeps, the filtered search), the confirm screen, both lists."""
     import httpx
 
     start_body = {"collection": "demo", "categories": ["도서", "생활", "선물", "전자기기", "커리어"],
@@ -244,6 +244,24 @@ def example_conversation(gateway: str) -> None:
           f"budget_max={p.get('budget_max')} excluded={p.get('excluded_categories')}", flush=True)
     print(f"          filter: {json.dumps(out['search'].get('filter'), ensure_ascii=False)}; hits: "
           + ", ".join(h["id"] for h in out["hits"]), flush=True)
+    print("\nPOST /v1/conversations/{id}:confirm  (keywords by code, a summary within 5 s or null)", flush=True)
+    start = time.perf_counter()
+    done = httpx.post(f"{gateway}/v1/conversations/{cid}:confirm", timeout=60).json()
+    print(f"  [{time.perf_counter() - start:5.1f}s] keywords={done.get('keywords')} summary={done.get('summary')!r}"
+          + (f" ({done.get('summary_error')})" if done.get("summary_error") else ""), flush=True)
+    print("\nPOST /v1/conversations/{id}/lists {\"top_k\": 3}  (a job: queries, one embedding call, search, reasons)",
+          flush=True)
+    start = time.perf_counter()
+    job = httpx.post(f"{gateway}/v1/conversations/{cid}/lists", json={"top_k": 3}, timeout=30).json()
+    while job.get("state") in ("queued", "running") and time.perf_counter() - start < 240:
+        time.sleep(0.5)
+        job = httpx.get(f"{gateway}/v1/conversations/{cid}/lists/{job['id']}", timeout=30).json()
+    result = job.get("result") or {}
+    for name in ("gift", "self"):
+        print(f"  [{time.perf_counter() - start:5.1f}s] {name}: " + "; ".join(
+            f"{i['id']} ({i.get('reason') or 'no reason'})" for i in result.get(name, [])), flush=True)
+    if result.get("timings"):
+        print(f"          stages: {result['timings']}", flush=True)
 
 
 def example_assistant(gateway: str) -> None:
