@@ -73,10 +73,10 @@ def violations(items: list[dict], gold: dict, catalog: dict[str, dict]) -> int:
     return bad
 
 
-def lists_job(http: httpx.Client, cid: str, reasons: bool) -> tuple[dict, float]:
+def lists_job(http: httpx.Client, cid: str, **body: Any) -> tuple[dict, float]:
     """One list job to its end: its record and the client's time."""
     t = time.perf_counter()
-    job = http.post(f"/v1/conversations/{cid}/lists", json={"top_k": TOP_K, "reasons": reasons}).json()
+    job = http.post(f"/v1/conversations/{cid}/lists", json={"top_k": TOP_K, **body}).json()
     while True:
         record = http.get(f"/v1/conversations/{cid}/lists/{job['id']}").json()
         if record["state"] not in ("queued", "running"):
@@ -112,8 +112,9 @@ def case_run(http: httpx.Client, case: dict, catalog: dict) -> dict[str, Any]:
     summary = confirmed.get("summary")
     factual = confirm.unfaithful(summary, gold_profile(gold), vocab) if summary else []
     shown, hand = {squash(k) for k in confirmed.get("keywords", [])}, {squash(k) for k in case["keywords"]}
-    with_reasons, ms = lists_job(http, cid, True)
-    without, bare_ms = lists_job(http, cid, False)
+    with_reasons, ms = lists_job(http, cid, reasons=True)
+    without, bare_ms = lists_job(http, cid, reasons=False)
+    code_only, code_ms = lists_job(http, cid, reasons=False, derived=0)
     result = with_reasons.get("result") or {}
     gift, mine = result.get("gift", []), result.get("self", [])
     wanted = relevant(catalog["items"], gold)
@@ -134,10 +135,10 @@ def case_run(http: httpx.Client, case: dict, catalog: dict) -> dict[str, Any]:
             "forbidden": violations(gift + mine, gold, items),
             "recall": len({i["id"] for i in gift} & wanted) / denominator if denominator else None,
             "hand_recall": len({h["id"] for h in hand_hits} & wanted) / denominator if denominator else None,
-            "reasons": [{"query": q["query"], "status": q["reason_status"], "reason": q.get("reason")}
-                        for q in queries],
+            "reasons": [{"query": q["query"], "status": q["reason_status"], "reason": q.get("reason"),
+                         "error": q.get("reason_error")} for q in queries],
             "expansion": result.get("expansion"), "timings": result.get("timings"),
-            "lists_ms": round(ms, 1), "lists_no_reasons_ms": round(bare_ms, 1)}
+            "lists_ms": round(ms, 1), "lists_no_reasons_ms": round(bare_ms, 1), "lists_code_only_ms": round(code_ms, 1)}
 
 
 def figures(rows: list[dict]) -> dict[str, Any]:
@@ -163,13 +164,16 @@ def figures(rows: list[dict]) -> dict[str, Any]:
         "lists_no_reasons_p50_ms": round(statistics.median(r["lists_no_reasons_ms"] for r in rows), 1)
         if rows else None,
         "lists_no_reasons_p95_ms": p95([r["lists_no_reasons_ms"] for r in rows]),
+        "lists_code_only_p50_ms": round(statistics.median(r["lists_code_only_ms"] for r in rows), 1)
+        if rows else None,
+        "lists_code_only_p95_ms": p95([r["lists_code_only_ms"] for r in rows]),
         "reply_kept_pct": pct([float(bool(r["reply"])) for r in rows]),
         "reply_p50_ms": round(statistics.median(r["reply_ms"] for r in rows if r["reply_ms"] is not None), 1)
         if any(r["reply_ms"] is not None for r in rows) else None,
         "failed_jobs": sum(1 for r in rows if r["state"] != "succeeded")}
 
 
-def markdown(f: dict[str, Any], rows: list[dict]) -> list[str]:
+def markdown(f: dict[str, Any], rows: list[dict], split: str) -> list[str]:
     """The result page."""
     table = [["summary kept within 5 s", f"{f['summary_kept_pct']} %", "≥ 90 %"],
              ["confirm wall time p50 / max", f"{f['confirm_p50_ms']} / {f['confirm_max_ms']} ms", "never late"],
@@ -182,9 +186,12 @@ def markdown(f: dict[str, Any], rows: list[dict]) -> list[str]:
              ["time to lists with reasons p50 / p95", f"{f['lists_p50_ms']} / {f['lists_p95_ms']} ms", "p95 ≤ 20 s"],
              ["time to lists without reasons p50 / p95",
               f"{f['lists_no_reasons_p50_ms']} / {f['lists_no_reasons_p95_ms']} ms", "p95 ≤ 1 s"],
+             ["time to lists without any LLM call (no derived queries) p50 / p95",
+              f"{f['lists_code_only_p50_ms']} / {f['lists_code_only_p95_ms']} ms", "–"],
              ["turn reply kept / p50", f"{f['reply_kept_pct']} % / {f['reply_p50_ms']} ms", "–"],
              ["failed list jobs", str(f["failed_jobs"]), "0"]]
-    out = [f"- {f['conversations']} conversations of bench/data/gift_lists_eval.json; lists of {TOP_K} items; "
+    out = [f"- {f['conversations']} conversations of bench/data/gift_lists_eval.json (split `{split}`); lists of "
+           f"{TOP_K} items; "
            f"summary errors: {f['summary_errors'] or 'none'}.", "",
            md_table(["measure", "value", "target"], table), "", "## Per conversation", ""]
     for r in rows:
@@ -197,18 +204,20 @@ def markdown(f: dict[str, Any], rows: list[dict]) -> list[str]:
                 f"  - gift: {', '.join(r['gift'])}; self: {', '.join(r['self'])}; forbidden {r['forbidden']}; "
                 f"recall {r['recall']} (hand {r['hand_recall']}); lists {r['lists_ms']} ms "
                 f"({r['lists_no_reasons_ms']} ms without reasons); stages {r['timings']}",
-                *(f"  - reason for “{q['query']}”: {q['reason'] or q['status']}" for q in r["reasons"])]
+                *(f"  - reason for “{q['query']}”: {q['reason'] or q['status'] + ' (' + str(q['error']) + ')'}"
+                  for q in r["reasons"])]
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     """Start the mesh, run the conversations, write bench/results/<name>.{md,json}."""
     parser = argparse.ArgumentParser(prog="python -m bench.gift_lists", description=__doc__.split("\n")[0])
+    parser.add_argument("--split", default="report2", help="a split of bench/data/gift_lists_eval.json")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--name", default="gift_lists")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
-    cases = json.loads(CASES.read_text(encoding="utf-8"))["report"][:args.limit]
+    cases = json.loads(CASES.read_text(encoding="utf-8"))[args.split][:args.limit]
     catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-gift-lists-"))
     llm = start_llm_server(free_port(), log_path=folder / "llm.log")
@@ -228,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
             stop_service(p)
         llm.stop()
     f = figures(rows)
-    print(write_result(args.name, "A gift conversation's end: reply, confirm, lists", markdown(f, rows),
+    print(write_result(args.name, "A gift conversation's end: reply, confirm, lists", markdown(f, rows, args.split),
                        {"figures": f, "cases": rows}, out=args.out, command=command_line("bench.gift_lists", argv)))
 
 

@@ -19,13 +19,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.conversations.profile import OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
+from gateway.conversations.profile import GENERIC, OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
 from services.runtime.korean.numbers import numbers
 from services.runtime.korean.particles import ends_word, starts_word
 
 MAX_KEYWORDS = 8
-SUMMARY_CHARS = 200
-REFUSED_NEAR = re.compile(r"^[^.!?\n]{0,12}?" + REFUSAL)  # a refusal in the few characters after a word
+SUMMARY_CHARS = 120
+# A refusal in the few characters after a word: the profile's refusal words, or a negation by grammar
+# (드시지 않는, 넣지 말고, 알코올 없는, 와인 대신).
+REFUSED_NEAR = re.compile(r"^[^.!?\n]{0,12}?(?:" + REFUSAL + r"|지\s*(?:않|말)|없(?:는|이|고|어)|대신)")
 FIELDS_ASKED = {"recipient": "누구에게 줄 선물인지", "occasion": "어떤 날이나 계기의 선물인지",
                 "budget": "예산이 얼마인지"}
 
@@ -58,8 +60,11 @@ def keywords(profile: dict[str, Any], limit: int = MAX_KEYWORDS) -> list[str]:
               budget_phrase(profile)]
     left_out = [f"{w} 제외" for w in (*profile.get("excluded_categories", []), *profile.get("forbidden", []))]
     for word in (*wanted, *left_out):
-        if word and word not in out and not any(word in o for o in out):
-            out.append(word)
+        if not word or word in GENERIC or word in out or any(word in o for o in out):
+            continue
+        if len(word.split()) > 1 and all(any(t in o for o in out) for t in word.split()):
+            continue  # "엄마 어버이날" once both words are shown
+        out.append(word)
     return out[:limit]
 
 
@@ -83,12 +88,12 @@ def profile_lines(profile: dict[str, Any]) -> str:
     return "\n".join(f"- {label}: {value}" for label, value in rows if value)
 
 
-SUMMARY_SYSTEM = ("선물 요청을 친구에게 보여 줄 요약문으로 씁니다. 주어진 항목만 써서 한두 문장으로 자연스럽게 쓰고, "
-                  "항목에 없는 사람, 날, 금액, 물건은 쓰지 마세요. JSON으로만 답하세요.")
+SUMMARY_SYSTEM = ("선물 요청을 친구에게 보여 줄 요약문으로 씁니다. 주어진 항목만 써서 80자 이내의 한 문장으로 "
+                  "자연스럽게 쓰고, 항목에 없는 사람, 날, 금액, 물건은 쓰지 마세요. JSON으로만 답하세요.")
 SUMMARY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["summary"],
                   "properties": {"summary": {"type": "string", "maxLength": SUMMARY_CHARS}}}
-REPLY_SYSTEM = ("선물 고르기를 돕는 점원처럼 짧고 따뜻하게 한국어 한두 문장으로 답합니다. 지금까지 들은 내용을 "
-                "지어내지 말고, 물어보라는 것만 물어보세요.")
+REPLY_SYSTEM = ("선물 고르기를 돕는 점원처럼 짧고 따뜻하게 한국어 한 문장으로 답합니다. 지금까지 들은 내용을 "
+                "지어내지 말고, 물어보라는 것만 물어보세요. 예시 금액이나 숫자는 쓰지 마세요.")
 
 
 def summary_messages(profile: dict[str, Any]) -> list[tuple[str, str]]:

@@ -55,9 +55,9 @@ CONFIRMED = "confirmed"
 LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
 KIND = "lists"
 REASON_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["reason"],
-                 "properties": {"reason": {"type": "string", "maxLength": 120}}}
-REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어 한 문장으로 씁니다. 요청과 상품 설명에 있는 것만 쓰고, "
-                 "값이나 사실을 지어내지 마세요. JSON으로만 답하세요.")
+                 "properties": {"reason": {"type": "string", "maxLength": 80}}}
+REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 50자 이내의 짧은 한 문장으로 씁니다. 요청과 상품 설명에 "
+                 "있는 것만 쓰고, 값이나 사실을 지어내지 마세요. JSON으로만 답하세요.")
 SELF_WORDS = "나를 위한"
 
 
@@ -123,7 +123,7 @@ class Finish:
         t = time.perf_counter()
         budget = min(self.summary_timeout_s, max(deadline.check() - 0.5, 0.1))
         text, why, usage = await self._text(confirm.summary_messages(profile), confirm.SUMMARY_SCHEMA, "summary",
-                                            cid, budget, 96)
+                                            cid, budget, 80)
         summary_ms = (time.perf_counter() - t) * 1e3
         if text is not None:
             problems = confirm.unfaithful(text, profile, vocab)
@@ -163,7 +163,7 @@ class Finish:
         asked = confirm.missing(profile)
         start = time.perf_counter()
         total = min(self.reply_timeout_s, max(deadline.remaining() - 0.2, 0.1))
-        options = Options(max_tokens=96, temperature=0.0, seed=7,
+        options = Options(max_tokens=64, temperature=0.0, seed=7,
                           timeouts=Timeouts(first_token_s=total, generation_s=total, total_s=total))
         text: list[str] = []
         why: str | None = None
@@ -272,7 +272,9 @@ class Finish:
         # 3. one search per list: the hard filters, MMR for diversity
         t = time.perf_counter()
         filt = spec.get("filter")
-        mmr = MmrChoice(diversity=work["diversity"], candidates=max(4 * top_k, 20)) if work["diversity"] > 0 else None
+        # Diversity among the near-relevant: the candidates are twice the list, so an off-wish item ranked
+        # far down is never picked for being different.
+        mmr = MmrChoice(diversity=work["diversity"], candidates=2 * top_k) if work["diversity"] > 0 else None
         gift = await self._search(meta["collection"], gift_queries, filt, top_k, mmr, deadline)
         taken = {h.id for h in gift.hits}
         mine = await self._search(meta["collection"], self_queries, filt, top_k + len(taken), mmr, deadline)
@@ -294,7 +296,8 @@ class Finish:
         return {"conversation": cid, "expansion": expansion, "degraded": gift.degraded or mine.degraded,
                 "gift": self._flatten(lists["gift"]), "self": self._flatten(lists["self"]),
                 "queries": {k: [{"query": g["query"], "reason_status": g.get("reason_status", "skipped"),
-                                 "reason": g.get("reason")} for g in v] for k, v in lists.items()},
+                                 "reason": g.get("reason"), "reason_error": g.get("reason_error")} for g in v]
+                            for k, v in lists.items()},
                 "timings": {k: round(v, 1) for k, v in timings.items()}}
 
     async def _search(self, collection: str, queries: list[str], filt: dict | None, top_k: int,
@@ -335,7 +338,7 @@ class Finish:
         request = confirm.profile_lines(profile)
         messages = [("system", REASON_SYSTEM),
                     ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
-        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s, 96)
+        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s, 64)
         if text is not None:
             extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
             problems = confirm.unfaithful(text, profile, vocab, also=extra)

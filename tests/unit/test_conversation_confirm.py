@@ -73,3 +73,20 @@ def test_a_vocabulary_word_counts_only_as_a_word_of_its_own() -> None:
     assert confirm.unfaithful("아내에게 향초를 드려요. 향수는 빼고요.", wife, vocab) == []  # 향 of 향초, 향수
     assert confirm.unfaithful("아내에게 꽃다발과 향초를", wife, vocab) == []  # 꽃 of 꽃다발: another word
     assert confirm.unfaithful("아내가 좋아하는 향이 나는 향초", wife, vocab) == ["'향' is not in the profile"]
+
+
+def test_generic_words_and_words_already_shown_are_no_keywords() -> None:
+    mom = profile(recipient="엄마", occasion="어버이날", categories=["화장품"], keywords=["선물", "엄마 어버이날", "순한"])
+    assert confirm.keywords(mom) == ["엄마", "어버이날", "화장품", "순한"]
+
+
+def test_a_left_out_word_may_be_named_with_a_negation_by_grammar() -> None:
+    boss = profile(recipient="팀장님", occasion="승진", excluded_categories=["와인"], categories=["책"])
+    for text in ("팀장님 승진 선물로 와인을 드시지 않으니 책을 찾아요.", "와인 대신 책으로 팀장님 승진을 축하해요.",
+                 "팀장님 승진 선물, 와인 없는 책 선물이요."):
+        assert confirm.unfaithful(text, boss, VOCAB) == [], text
+    assert confirm.unfaithful("팀장님 승진 선물로 와인과 책을 찾아요.", boss, VOCAB) != []
+
+
+def test_a_day_word_alone_is_no_occasion() -> None:
+    assert confirm.unfaithful("어떤 날을 위한 선물인가요?", profile(recipient="선배", occasion="결혼"), VOCAB) == []
