@@ -37,6 +37,9 @@ from gateway.openai_api.router import router as openai_router
 from gateway.reasoning.router import router as reasoning_router
 from gateway.search.router import router as search_router
 from gateway.tasks.router import router as tasks_router
+from gateway.usage.accounting import UsageAccounting
+from gateway.usage.quotas import Quotas
+from gateway.usage.router import router as usage_router
 from gateway.wiring import Mesh, build_mesh
 
 # The contract's version: minor for additions since the release in gateway/releases/, major for a break.
@@ -90,7 +93,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app.state.settings = settings
     for router in (search_router, catalog_router, openai_router, ocr_router, reasoning_router, answers_router,
                    tasks_router, interviews_router, conversations_router, assistant_router, files_router,
-                   health_router):
+                   usage_router, health_router):
         app.include_router(router)
     errors.install(app)
     install_docs(app)
@@ -102,6 +105,8 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         "/v1/files:": settings.max_ingest_body_bytes})
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, groups=admission_groups(settings, llm_slots))
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+    app.add_middleware(UsageAccounting, ledger=lambda: app.state.mesh.ledger, quotas=Quotas(settings.quotas_file),
+                       llm_routes=LLM_ROUTES, routes=app.router.routes, estimate=settings.quota_request_tokens)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)
     app.add_middleware(RequestTelemetry, routes=app.router.routes)

@@ -157,6 +157,12 @@ class GatewaySettings(BaseSettings):
                                                         "Bearer); with none (and no file) the gateway starts "
                                                         "only with --allow-no-auth")
     api_keys_file: FilePath | None = Field(None, description="file of API keys, one per line (a mounted secret)")
+    quotas_file: FilePath | None = Field(None, description="quotas per API key id (YAML or JSON: tokens and cost per "
+                                                           "day and month, a soft share); read again when it "
+                                                           "changes (gateway/usage/quotas.py)")
+    quota_request_tokens: int = Field(1000, ge=1, le=1_000_000,
+                                      description="tokens a request in flight reserves against its key's quotas "
+                                                  "(what concurrent callers may overshoot by, per request)")
     allow_no_auth: bool = Field(False, description="serve with no API key at all (local development: `make run`, "
                                                    "the tests and benches set it); otherwise a gateway without "
                                                    "keys refuses to start")

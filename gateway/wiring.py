@@ -40,6 +40,7 @@ from gateway.search.expansion import QueryExpander
 from gateway.search.serving import Search
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, MemoryKeyValue, RedisKeyValue
+from gateway.usage.ledger import Ledger, MemoryLedger, RedisLedger
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
@@ -115,6 +116,7 @@ class Mesh:
     conversations: Conversations
     finish: Finish
     llm_slots: Slots  # the one cap on LLM work in flight: every LLM route, derived queries, preparations
+    ledger: Ledger  # usage per key, route and model; quota reservations (the sessions' Redis)
     files: Files | None = None
     assistant: Assistant | None = None
 
@@ -130,6 +132,7 @@ class Mesh:
             await self.assistant.backend.close()
         await self.store.close()
         await self.sessions.close()
+        await self.ledger.close()
         await self.search.sources.close()
         await self.clients.close()
 
@@ -143,6 +146,12 @@ def sessions_store(settings: GatewaySettings) -> KeyValue:
                     "set --sessions-redis-url to a Redis with noeviction and persistence")
         return RedisKeyValue(settings.redis_url)
     return MemoryKeyValue()
+
+
+def ledger_of(settings: GatewaySettings) -> Ledger:
+    """Usage counters and quota state: the sessions' Redis (never evicting), else the cache's, else this process."""
+    url = settings.sessions_redis_url or settings.redis_url
+    return RedisLedger(url) if url else MemoryLedger()
 
 
 def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
@@ -208,7 +217,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                                       follow_up_below=settings.interview_follow_up_below_chars,
                                       prepare=settings.interview_prepare, slots=llm_slots,
                                       score_ahead=settings.interview_score_ahead),
-                conversations=conversations, finish=finish,
+                conversations=conversations, finish=finish, ledger=ledger_of(settings),
                 llm_slots=llm_slots,
                 assistant=Assistant(routes, answers, tasks, sessions, ttl_s=settings.assistant_ttl_s, backend=backend,
                                     history_turns=settings.assistant_history_turns,

@@ -13,9 +13,19 @@ from pathlib import Path
 
 from gateway.http.errors import ApiError, error_response
 
+ANONYMOUS = "anonymous"  # the caller's id when no keys are configured
+
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def key_id(key: str) -> str:
+    """A key's public id: ``k-`` and the first 12 hex digits of its SHA-256 (``printf %s "$KEY" | sha256sum``).
+
+    What usage, quotas and metrics name; the key itself is never stored, logged or shown.
+    """
+    return "k-" + _digest(key).hex()[:12]
 
 
 class ApiKeys:
@@ -39,14 +49,20 @@ class ApiKeys:
 
     def allows(self, headers) -> bool:
         """Whether the request carries an accepted key (``X-API-Key`` or ``Authorization: Bearer``)."""
+        return self.identify(headers) is not None
+
+    def identify(self, headers) -> str | None:
+        """The id of the accepted key the request carries (:func:`key_id`), None when it carries none."""
         given = headers.get("x-api-key")
         if given is None:
             scheme, _, token = (headers.get("authorization") or "").partition(" ")
             given = token.strip() if scheme.lower() == "bearer" else None
         if not given:
-            return False
+            return None
         digest = _digest(given)
-        return any(hmac.compare_digest(digest, d) for d in self._digests)
+        if not any(hmac.compare_digest(digest, d) for d in self._digests):
+            return None
+        return "k-" + digest.hex()[:12]
 
 
 class RequireApiKey:
@@ -71,7 +87,9 @@ class RequireApiKey:
         if scope["type"] != "http" or not self.keys.enabled or not self._guarded(scope.get("path", "")):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        if self.keys.allows(headers):
+        kid = self.keys.identify(headers)
+        if kid is not None:
+            scope.setdefault("state", {})["key_id"] = kid  # request.state.key_id: usage and quotas name it
             return await self.app(scope, receive, send)
         refused = ApiError(401, "unauthenticated", "missing or wrong API key (X-API-Key or Authorization: Bearer)")
         return await error_response(refused)(scope, receive, send)

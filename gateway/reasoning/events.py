@@ -10,17 +10,20 @@ from gateway.http.errors import ApiError, from_client_error
 from gateway.http.telemetry import note
 from gateway.reasoning import protocol as api
 from gateway.search.protocol import SearchResponse
+from gateway.usage.accounting import record
 
 
 def usage_of(u: Usage) -> api.LlmUsage:
     """Usage -> REST (and its figures into the request's access line and span)."""
     note(ttft_ms=round(u.ttft_ns / 1e6, 2), tokens_in=u.prompt_tokens, tokens_out=u.completion_tokens,
          llm_backend=u.backend, llm_instance=u.instance, tokens_estimated=u.estimated)
-    return api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                        ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
-                        tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,
-                        model=u.model, estimated=u.estimated, instance=u.instance,
-                        cached_prompt_tokens=u.cached_prompt_tokens)
+    out = api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                       ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
+                       tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,
+                       model=u.model, estimated=u.estimated, instance=u.instance,
+                       cached_prompt_tokens=u.cached_prompt_tokens)
+    record(out)  # the request's usage per key, route and model (gateway/usage/accounting.py)
+    return out
 
 
 def sse(event: str, data: dict) -> bytes:

@@ -76,7 +76,8 @@ def test_a_vocabulary_word_counts_only_as_a_word_of_its_own() -> None:
 
 
 def test_generic_words_and_words_already_shown_are_no_keywords() -> None:
-    mom = profile(recipient="엄마", occasion="어버이날", categories=["화장품"], keywords=["선물", "엄마 어버이날", "순한"])
+    mom = profile(recipient="엄마", occasion="어버이날", categories=["화장품"],
+                  keywords=["선물", "엄마 어버이날", "순한"])
     assert confirm.keywords(mom) == ["엄마", "어버이날", "화장품", "순한"]
 
 

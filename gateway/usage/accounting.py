@@ -1,0 +1,144 @@
+"""Every LLM-backed request's usage, per API key, route and model; quotas checked before the LLM is called.
+
+The LLM usages a request returns (every ``usage`` object of its response or events, made by
+:func:`gateway.reasoning.events.usage_of`) are gathered while it runs (:func:`record`); when it ends,
+the middleware adds them to Prometheus (``mesh_gateway_llm_tokens_total`` and
+``mesh_gateway_llm_cost_usd_total`` by key id, route template and model: bounded labels) and to the
+hourly counters of the ledger (``GET /v1/usage``). So the figures are the sum of what the responses
+said. Work a request leaves behind (an interview answer scored in the background, a list job) is
+the job's, not counted here.
+
+Quotas (gateway/usage/quotas.py): a ``POST`` to an LLM route by a key with a limit first reserves an
+estimate (``--quota-request-tokens``) in each of its periods, atomically (gateway/usage/ledger.py); a
+period already at its limit is a 429 ``quota_exceeded`` naming the quota, with ``Retry-After`` until
+the period ends, before any LLM work. From ``soft`` × a limit, requests are logged and counted
+(``mesh_gateway_quota_soft_total``) and carry ``X-Quota-Warning``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import Counter
+
+from gateway.http.auth import ANONYMOUS
+from gateway.http.errors import ApiError, error_response
+from gateway.http.telemetry import route_template
+from gateway.usage.ledger import SEP, Ledger, hour_of
+from gateway.usage.quotas import Quotas, windows
+
+log = logging.getLogger(__name__)
+TOKENS = Counter("mesh_gateway_llm_tokens", "LLM tokens of the gateway's responses by caller key, route and model",
+                 ["key", "route", "model", "type"])
+COST = Counter("mesh_gateway_llm_cost_usd", "LLM cost (USD, the reasoning service's price table) of the gateway's "
+               "responses by caller key, route and model", ["key", "route", "model"])
+REFUSED = Counter("mesh_gateway_quota_refused", "requests refused (429) by a quota", ["key", "period"])
+SOFT = Counter("mesh_gateway_quota_soft", "requests past the soft share of a quota", ["key", "period"])
+_USAGES: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("mesh_llm_usages", default=None)
+WRITES = frozenset({"POST", "PUT", "PATCH"})
+
+
+def record(usage: Any) -> None:
+    """Count one LLM usage (a REST ``LlmUsage``) for the request that returns it."""
+    current = _USAGES.get()
+    if current is not None:
+        current.append(usage)
+
+
+class UsageAccounting:
+    """ASGI middleware: gathers a request's LLM usage, counts it per key, route and model; enforces quotas."""
+
+    def __init__(self, app: Any, ledger: Callable[[], Ledger], quotas: Quotas, llm_routes: tuple[str, ...],
+                 routes: list[Any], estimate: int) -> None:
+        self.app = app
+        self._ledger = ledger  # the mesh's, once the app has started
+        self.quotas = quotas
+        self.llm_routes = llm_routes
+        self.routes = routes
+        self.estimate = estimate  # tokens reserved per request in flight
+
+    @property
+    def ledger(self) -> Ledger:
+        """The usage ledger of the running mesh."""
+        return self._ledger()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:  # noqa: D102
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope.get("method") not in WRITES or not path.startswith(self.llm_routes):
+            return await self.app(scope, receive, send)
+        kid = (scope.get("state") or {}).get("key_id", ANONYMOUS)
+        quota = self.quotas.of(kid)
+        now = time.time()
+        spans = windows(kid, quota, now) if quota.any else []
+        periods = [w.period for w in spans]
+        warning = ""
+        if periods:
+            try:
+                full = await self.ledger.reserve(periods, self.estimate)
+            except Exception as err:  # noqa: BLE001 - a ledger that does not answer: counted, never a failure
+                log.warning("quota ledger did not answer (%s); the request runs unchecked", type(err).__name__)
+                periods, full = [], 0
+            if full:
+                w = spans[full - 1]
+                REFUSED.labels(kid, w.name).inc()
+                limit = (f"{w.period.tokens} tokens" if w.period.tokens else
+                         f"{w.period.cost_micro / 1e6:g} USD")
+                refusal = ApiError(429, "quota_exceeded", f"the {w.name}'s quota of key {kid} ({limit} per {w.name}) "
+                                   "is used up", retryable=True, retry_after_s=float(math.ceil(w.ends_unix - now)))
+                return await error_response(refusal)(scope, receive, send)
+            warning = await self._soft(kid, spans, quota.soft)
+        usages: list[Any] = []
+        token = _USAGES.set(usages)
+
+        async def send_warned(message: dict) -> None:
+            if warning and message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-quota-warning", warning.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_warned)
+        finally:
+            _USAGES.reset(token)
+            tokens = sum(u.prompt_tokens + u.completion_tokens for u in usages)
+            cost = sum(u.cost_usd for u in usages)
+            try:
+                if periods:
+                    await self.ledger.settle(periods, self.estimate, tokens, round(cost * 1e6))
+                if usages:
+                    await self._count(kid, route_template(self.routes, scope), usages, now)
+            except Exception as err:  # noqa: BLE001 - accounting never fails the request it counts
+                log.warning("usage not recorded (%s)", type(err).__name__)
+
+    async def _soft(self, kid: str, spans: list, share: float) -> str:
+        """The soft-limit warning (empty when every period is under ``share`` of its limit)."""
+        for w in spans:
+            state = await self.ledger.period(w.period.key)
+            used = state.get("used", 0)
+            if w.period.tokens and used >= share * w.period.tokens:
+                SOFT.labels(kid, w.name).inc()
+                log.info("quota soft limit passed", extra={"key": kid, "period": w.name, "used": used,
+                                                           "limit": w.period.tokens})
+                return f"{w.name} tokens {used}/{w.period.tokens}"
+        return ""
+
+    async def _count(self, kid: str, route: str, usages: list[Any], now: float) -> None:
+        counts: dict[str, float] = {}
+        models = {u.model or u.backend or "unknown" for u in usages}
+        for model in models:
+            mine = [u for u in usages if (u.model or u.backend or "unknown") == model]
+            values = {"requests": 1.0, "prompt_tokens": sum(u.prompt_tokens for u in mine),
+                      "completion_tokens": sum(u.completion_tokens for u in mine),
+                      "cached_prompt_tokens": sum(getattr(u, "cached_prompt_tokens", 0) for u in mine),
+                      "cost_usd": sum(u.cost_usd for u in mine)}
+            for metric, value in values.items():
+                counts[SEP.join((kid, route, model, metric))] = value
+            for kind in ("prompt", "completion"):
+                TOKENS.labels(kid, route, model, kind).inc(values[f"{kind}_tokens"])
+            TOKENS.labels(kid, route, model, "cached_prompt").inc(values["cached_prompt_tokens"])
+            COST.labels(kid, route, model).inc(values["cost_usd"])
+        await self.ledger.add(hour_of(now), counts)
