@@ -105,8 +105,10 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         "/v1/files:": settings.max_ingest_body_bytes})
     app.add_middleware(Shedding, wait_s=settings.shed_wait_s, groups=admission_groups(settings, llm_slots))
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
-    app.add_middleware(UsageAccounting, ledger=lambda: app.state.mesh.ledger, quotas=Quotas(settings.quotas_file),
-                       llm_routes=LLM_ROUTES, routes=app.router.routes, estimate=settings.quota_request_tokens)
+    if settings.usage_accounting:
+        app.add_middleware(UsageAccounting, ledger=lambda: app.state.mesh.ledger,
+                           quotas=Quotas(settings.quotas_file), llm_routes=LLM_ROUTES, routes=app.router.routes,
+                           estimate=settings.quota_request_tokens)
     keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)
     app.add_middleware(RequestTelemetry, routes=app.router.routes)

@@ -160,6 +160,8 @@ class GatewaySettings(BaseSettings):
     quotas_file: FilePath | None = Field(None, description="quotas per API key id (YAML or JSON: tokens and cost per "
                                                            "day and month, a soft share); read again when it "
                                                            "changes (gateway/usage/quotas.py)")
+    usage_accounting: bool = Field(True, description="count LLM usage per key, route and model and enforce "
+                                                     "--quotas-file (off: neither; GET /v1/usage shows nothing new)")
     quota_request_tokens: int = Field(1000, ge=1, le=1_000_000,
                                       description="tokens a request in flight reserves against its key's quotas "
                                                   "(what concurrent callers may overshoot by, per request)")

@@ -19,15 +19,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.conversations.profile import GENERIC, OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
+from gateway.conversations.profile import CUE, GENERIC, OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
 from services.runtime.korean.numbers import numbers
 from services.runtime.korean.particles import ends_word, starts_word
 
 MAX_KEYWORDS = 8
-SUMMARY_CHARS = 120
-# A refusal in the few characters after a word: the profile's refusal words, or a negation by grammar
-# (드시지 않는, 넣지 말고, 알코올 없는, 와인 대신).
-REFUSED_NEAR = re.compile(r"^[^.!?\n]{0,12}?(?:" + REFUSAL + r"|지\s*(?:않|말)|없(?:는|이|고|어)|대신)")
+SUMMARY_CHARS = 70  # the grammar's cap; SUMMARY_TOKENS covers it (a Korean character: 1-2 tokens)
+SUMMARY_TOKENS = 2 * SUMMARY_CHARS + 16
+# A refusal in the few characters after a word: the profile's refusal words and its cues of a thing
+# already had, given, bought elsewhere or not used (이미 가지고 있어, 지난번에 줬어), or a negation by
+# grammar (드시지 않는, 넣지 말고, 알코올 없는, 와인 대신).
+REFUSED_NEAR = re.compile(r"^[^.!?\n]{0,16}?(?:" + REFUSAL + "|" + CUE + r"|지\s*(?:않|말)|없(?:는|이|고|어)|대신)")
 FIELDS_ASKED = {"recipient": "누구에게 줄 선물인지", "occasion": "어떤 날이나 계기의 선물인지",
                 "budget": "예산이 얼마인지"}
 
@@ -88,7 +90,7 @@ def profile_lines(profile: dict[str, Any]) -> str:
     return "\n".join(f"- {label}: {value}" for label, value in rows if value)
 
 
-SUMMARY_SYSTEM = ("선물 요청을 친구에게 보여 줄 요약문으로 씁니다. 주어진 항목만 써서 80자 이내의 한 문장으로 "
+SUMMARY_SYSTEM = ("선물 요청을 친구에게 보여 줄 요약문으로 씁니다. 주어진 항목만 써서 60자 이내의 한 문장으로 "
                   "자연스럽게 쓰고, 항목에 없는 사람, 날, 금액, 물건은 쓰지 마세요. JSON으로만 답하세요.")
 SUMMARY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["summary"],
                   "properties": {"summary": {"type": "string", "maxLength": SUMMARY_CHARS}}}

@@ -54,9 +54,14 @@ for _outcome in ("ok", "late", "failed", "unfaithful"):
 CONFIRMED = "confirmed"
 LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
 KIND = "lists"
+# The grammar closes the string at REASON_CHARS; the token budget must cover it (a Korean character is
+# one to two tokens), or the answer is cut before its closing quote and fails as a schema violation
+# (bench/results/gift_lists.md, report2: 13 of 18 reason calls cut at 64 tokens).
+REASON_CHARS = 50
+REASON_TOKENS = 2 * REASON_CHARS + 16
 REASON_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["reason"],
-                 "properties": {"reason": {"type": "string", "maxLength": 80}}}
-REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 50자 이내의 짧은 한 문장으로 씁니다. 요청과 상품 설명에 "
+                 "properties": {"reason": {"type": "string", "maxLength": REASON_CHARS}}}
+REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 40자 이내의 짧은 한 문장으로 씁니다. 요청과 상품 설명에 "
                  "있는 것만 쓰고, 값이나 사실을 지어내지 마세요. JSON으로만 답하세요.")
 SELF_WORDS = "나를 위한"
 
@@ -123,7 +128,7 @@ class Finish:
         t = time.perf_counter()
         budget = min(self.summary_timeout_s, max(deadline.check() - 0.5, 0.1))
         text, why, usage = await self._text(confirm.summary_messages(profile), confirm.SUMMARY_SCHEMA, "summary",
-                                            cid, budget, 80)
+                                            cid, budget, confirm.SUMMARY_TOKENS)
         summary_ms = (time.perf_counter() - t) * 1e3
         if text is not None:
             problems = confirm.unfaithful(text, profile, vocab)
@@ -338,7 +343,8 @@ class Finish:
         request = confirm.profile_lines(profile)
         messages = [("system", REASON_SYSTEM),
                     ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
-        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s, 64)
+        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s,
+                                        REASON_TOKENS)
         if text is not None:
             extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
             problems = confirm.unfaithful(text, profile, vocab, also=extra)

@@ -351,6 +351,18 @@ def services() -> dm.Dashboard:
             [(f"sum by (backend) (mesh_reasoning_backend_inflight{{{llm}}})", "open {{backend}}"),
              (f"sum by (backend) (rate(mesh_reasoning_cost_usd_total{{{llm}}}[{RATE}])) * 3600",
               "USD/h {{backend}}")], units.Short, span=8))
+        .with_panel(timeseries_panel(
+            "Spend per caller", "LLM cost in USD per hour by API key id (the gateway's count of its responses' "
+            "usage); the alert fires above 5 USD in an hour.",
+            [('sum by (key) (rate(mesh_gateway_llm_cost_usd_total{job="gateway"}[' + RATE + "])) * 3600",
+              "USD/h {{key}}")], units.Short, span=8, thresholds=_steps((None, "green"), (5, "red"))))
+        .with_panel(timeseries_panel(
+            "Tokens per caller and route", "Prompt and completion tokens per interval by key id and route; quota "
+            "refusals (429) per interval.",
+            [('sum by (key, route) (increase(mesh_gateway_llm_tokens_total{job="gateway", type=~"prompt|completion"}'
+              "[$__interval]))", "{{key}} {{route}}"),
+             ('sum by (key, period) (increase(mesh_gateway_quota_refused_total{job="gateway"}[$__interval]))',
+              "refused {{key}} per {{period}}")], units.Short, span=8, bars=True))
         .with_row(db.Row("OCR"))
         .with_panel(timeseries_panel(
             "Fallback rate", "Pages Tesseract failed on / all pages read.",
