@@ -96,5 +96,6 @@ def test_a_day_word_alone_is_no_occasion() -> None:
 def test_a_left_out_word_may_be_named_as_already_had_or_given() -> None:
     girl = profile(recipient="여자친구", occasion="100일", categories=["주얼리"], excluded_categories=["향수"])
     vocab = Vocabulary(("향수", "주얼리"), ())
-    for text in ("여자친구 100일 선물로 주얼리를 찾아요. 향수는 이미 가지고 있어요.", "향수는 지난번에 줬으니 주얼리로"):
+    for text in ("여자친구 100일 선물로 주얼리를 찾아요. 향수는 이미 가지고 있어요.",
+                 "향수는 지난번에 줬으니 주얼리로"):
         assert confirm.unfaithful(text, girl, vocab) == [], text
