@@ -30,6 +30,7 @@ SUMMARY_TOKENS = 2 * SUMMARY_CHARS + 16
 # already had, given, bought elsewhere or not used (이미 가지고 있어, 지난번에 줬어), or a negation by
 # grammar (드시지 않는, 넣지 말고, 알코올 없는, 와인 대신).
 REFUSED_NEAR = re.compile(r"^[^.!?\n]{0,16}?(?:" + REFUSAL + "|" + CUE + r"|지\s*(?:않|말)|없(?:는|이|고|어)|대신)")
+SPACED_UNIT = re.compile(r"(\d)\s+(?=[십백천만억조])")  # "40 만 원" as "40만 원"
 FIELDS_ASKED = {"recipient": "누구에게 줄 선물인지", "occasion": "어떤 날이나 계기의 선물인지",
                 "budget": "예산이 얼마인지"}
 
@@ -129,9 +130,10 @@ def unfaithful(text: str, profile: dict[str, Any], vocab: Vocabulary, also: Iter
     problems: list[str] = []
     also = list(also)
     allowed = allowed_numbers(profile, also)
-    for n in numbers(text):
+    squeezed = SPACED_UNIT.sub(r"\1", text)
+    for n in numbers(squeezed):
         if n.value not in allowed and not any(abs(n.value - a) < 0.5 for a in allowed):
-            problems.append(f"the number {text[n.start:n.end]!r} is not the profile's")
+            problems.append(f"the number {squeezed[n.start:n.end]!r} is not the profile's")
     for key, words in (("recipient", RECIPIENTS), ("occasion", OCCASIONS)):
         own = profile.get(key) or ""
         for word in _listed(tuple(sorted(words, key=len, reverse=True)), text):

@@ -252,7 +252,12 @@ class Finish:
         spec = search_of(profile, fields, top_k)
         gift_queries = spec.get("queries") or [spec["query"]]
         expansion = {"status": "skipped", "reason": None, "derived": 0}
-        if work["derived"] > 0:
+        if work["derived"] > 0 and profile["categories"]:
+            # The person named what they want: code's query per category carries it, and derived wordings
+            # (which drift to the recipient and the occasion) would outvote it in the fusion across queries
+            # (bench/results/gift_lists_report3.md: must-have recall 35 % against 75 % for code's queries).
+            expansion["reason"] = "categories named: code's queries"
+        elif work["derived"] > 0:
             derived, exp = await self.conversations.search.expander.derive(
                 gift_queries[0], ExpandChoice(n=work["derived"] + 1), deadline)
             expansion = {"status": exp.status, "reason": exp.reason, "derived": len(derived)}

@@ -58,7 +58,9 @@ def reply(body: dict) -> dict:
         return {"chunks": ["예산은 ", "얼마 정도 생각하세요?"]}
     if "검색 질의를 다시 쓰는" in system:
         CALLS.append("derived")
-        return {"chunks": [json.dumps({"queries": ["아내에게 줄 생일 선물"]}, ensure_ascii=False)]}
+        want = body["response_format"]["json_schema"]["schema"]["properties"]["queries"]["minItems"]
+        return {"chunks": [json.dumps({"queries": ["아내에게 줄 생일 선물", "아내 생일 기념 선물"][:want]},
+                                      ensure_ascii=False)]}
     if "추천 이유" in system:
         query = re.search(r"검색어: (.*)", user).group(1)
         CALLS.append(f"reason:{query}")
@@ -161,7 +163,7 @@ async def test_lists_keep_the_hard_filters_and_a_failed_reason_loses_only_its_qu
         assert payload["price"] <= 100_000 and payload["category"] != "향수"
     queries = result["queries"]["gift"]
     assert [q["query"] for q in queries][:2] == ["아내 생일 향초 선물", "아내 생일 꽃 선물"]
-    assert result["expansion"]["status"] == "ok"
+    assert result["expansion"]["status"] == "skipped"  # categories named: code's queries alone
     by_query = {q["query"]: q for q in queries}
     assert by_query["아내 생일 꽃 선물"]["reason_status"] == "failed"
     assert by_query["아내 생일 향초 선물"]["reason_status"] == "ok"
@@ -170,3 +172,14 @@ async def test_lists_keep_the_hard_filters_and_a_failed_reason_loses_only_its_qu
     assert set(result["timings"]) == {"queries_ms", "embed_ms", "search_ms", "reasons_ms", "total_ms"}
     calls = [c for c in CALLS if c.startswith("reason:")]
     assert len(calls) == len(set(calls))  # one call per query
+
+
+async def test_an_open_request_gets_derived_queries(gifts):
+    cid = await _conversation(gifts, "아내 생일 선물 찾는데요", "예산은 10만 원 정도예요")
+    assert (await gifts.post(f"/v1/conversations/{cid}:confirm")).status_code == 200
+    job = (await gifts.post(f"/v1/conversations/{cid}/lists", json={"top_k": 3, "reasons": False})).json()
+    done = await job_finished(gifts, f"/v1/conversations/{cid}/lists/{job['id']}")
+    result = done["result"]
+    assert result["expansion"] == {"status": "ok", "reason": None, "derived": 2}
+    assert [q["query"] for q in result["queries"]["gift"]] == ["아내 생일 선물", "아내에게 줄 생일 선물",
+                                                              "아내 생일 기념 선물"]

@@ -99,3 +99,9 @@ def test_a_left_out_word_may_be_named_as_already_had_or_given() -> None:
     for text in ("여자친구 100일 선물로 주얼리를 찾아요. 향수는 이미 가지고 있어요.",
                  "향수는 지난번에 줬으니 주얼리로"):
         assert confirm.unfaithful(text, girl, vocab) == [], text
+
+
+def test_an_amount_written_with_a_space_before_its_unit_is_read_whole() -> None:
+    mom = profile(recipient="엄마", budget_min=200_000, budget_max=400_000)
+    assert confirm.unfaithful("엄마 선물, 20만 원에서 40 만 원 사이", mom, VOCAB) == []
+    assert confirm.unfaithful("엄마 선물, 50 만 원", mom, VOCAB) == ["the number '50만' is not the profile's"]
