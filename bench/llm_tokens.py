@@ -156,8 +156,9 @@ def sections_body(rows: list[dict[str, Any]]) -> list[str]:
             tokens["cut"] += c["prompt_tokens"]
             wr, cr = w.get("result") or {}, c.get("result") or {}
             same_skills += int(sorted(wr.get("skills_found") or []) == sorted(cr.get("skills_found") or []))
-            if score(w) is not None and score(c) is not None:
-                deltas.append(abs(score(w) - score(c)))
+            sw, sc = score(w), score(c)
+            if sw is not None and sc is not None:
+                deltas.append(abs(sw - sc))
             table.append([f"{row['id']} {side}", str(w["prompt_tokens"]), str(c["prompt_tokens"]),
                           f"{score(w)} {wr.get('grade', '–')}", f"{score(c)} {cr.get('grade', '–')}",
                           ", ".join(wr.get("skills_found") or []) or "–",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from gateway.conversations.profile import CUE, GENERIC, OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
 from services.runtime.korean.numbers import numbers
@@ -99,12 +99,15 @@ REPLY_SYSTEM = ("선물 고르기를 돕는 점원처럼 짧고 따뜻하게 한
                 "지어내지 말고, 물어보라는 것만 물어보세요. 예시 금액이나 숫자는 쓰지 마세요.")
 
 
-def summary_messages(profile: dict[str, Any]) -> list[tuple[str, str]]:
+Role = Literal["system", "user"]
+
+
+def summary_messages(profile: dict[str, Any]) -> list[tuple[Role, str]]:
     """(role, text) of the summary call."""
     return [("system", SUMMARY_SYSTEM), ("user", f"[선물 요청]\n{profile_lines(profile)}")]
 
 
-def reply_messages(profile: dict[str, Any], asked: list[str], text: str) -> list[tuple[str, str]]:
+def reply_messages(profile: dict[str, Any], asked: list[str], text: str) -> list[tuple[Role, str]]:
     """(role, text) of a turn's reply: what the person said, the profile, and what code decided to ask."""
     ask = (" 그리고 ".join(FIELDS_ASKED[f] for f in asked) + "를 물어보세요.") if asked else \
         "필요한 내용은 다 모였으니, 확인하고 추천을 받아 보라고 안내하세요."

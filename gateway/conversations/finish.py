@@ -90,7 +90,7 @@ class Finish:
 
     # -- shared ------------------------------------------------------------------------------------------
 
-    async def _text(self, messages: list[tuple[str, str]], schema: dict, name: str, key: str,
+    async def _text(self, messages: list[tuple[confirm.Role, str]], schema: dict, name: str, key: str,
                     total_s: float, max_tokens: int) -> tuple[str | None, str | None, Usage | None]:
         """One call on the response route, asked once: (the field's text, why none, usage)."""
         field = next(iter(schema["properties"]))
@@ -257,7 +257,7 @@ class Finish:
             # (which drift to the recipient and the occasion) would outvote it in the fusion across queries
             # (bench/results/gift_lists_report3.md: must-have recall 35 % against 75 % for code's queries).
             expansion["reason"] = "categories named: code's queries"
-        elif work["derived"] > 0:
+        elif work["derived"] > 0 and self.conversations.search.expander is not None:
             derived, exp = await self.conversations.search.expander.derive(
                 gift_queries[0], ExpandChoice(n=work["derived"] + 1), deadline)
             expansion = {"status": exp.status, "reason": exp.reason, "derived": len(derived)}
@@ -346,8 +346,8 @@ class Finish:
             return json.loads(done)
         items = "\n".join(f"- {i['title']}" for i in group["items"][:5])
         request = confirm.profile_lines(profile)
-        messages = [("system", REASON_SYSTEM),
-                    ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
+        messages: list[tuple[confirm.Role, str]] = [
+            ("system", REASON_SYSTEM), ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
         text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s,
                                         REASON_TOKENS)
         if text is not None:

@@ -166,7 +166,8 @@ class RedisLedger(Ledger):
         await self._settle(keys=[p.key for p in periods], args=[estimate, tokens, cost_micro])
 
     async def period(self, key: str) -> dict[str, int]:  # noqa: D102
-        return {k.decode(): int(v) for k, v in (await self._redis.hgetall(key)).items()}
+        got = await self._redis.hgetall(key)
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in got.items()}
 
     async def close(self) -> None:  # noqa: D102
         await self._redis.aclose()

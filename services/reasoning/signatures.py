@@ -26,7 +26,7 @@ def signature(schema: Any) -> str:
     if "enum" in schema:
         out = "|".join(_value(v) for v in schema["enum"])
     elif any(k in schema for k in ("anyOf", "oneOf")):
-        out = "|".join(signature(v) for v in schema.get("anyOf", schema.get("oneOf")))
+        out = "|".join(signature(v) for v in schema.get("anyOf") or schema.get("oneOf") or [])
     else:
         kind = schema.get("type")
         if kind == "object" or "properties" in schema:
