@@ -361,8 +361,8 @@ def services() -> dm.Dashboard:
             "refusals (429) per interval.",
             [('sum by (key, route) (increase(mesh_gateway_llm_tokens_total{job="gateway", type=~"prompt|completion"}'
               "[$__interval]))", "{{key}} {{route}}"),
-             ('sum by (key, period) (increase(mesh_gateway_quota_refused_total{job="gateway"}[$__interval]))',
-              "refused {{key}} per {{period}}")], units.Short, span=8, bars=True))
+             ('sum by (key, period) (increase(mesh_gateway_quota_refused_total{job="gateway"}[$__interval]))'
+              " or vector(0)", "refused {{key}} per {{period}}")], units.Short, span=8, bars=True))
         .with_row(db.Row("OCR"))
         .with_panel(timeseries_panel(
             "Fallback rate", "Pages Tesseract failed on / all pages read.",

@@ -34,7 +34,7 @@ def reply(body: dict) -> dict:
     """The stand-in's answer: a question numbered by the questions asked, or scores from the answer's length."""
     system, prompt = body["messages"][0]["content"], body["messages"][-1]["content"]
     if "면접관" in system:
-        asked = prompt.count("\n- ")
+        asked = prompt.count("\n- ") + prompt.count("Q: ")  # listed as asked, or in the history with its answer
         kind = "꼬리" if "꼬리 질문 하나를 쓰세요" in prompt else "본"
         out = {"question": f"{kind} 질문 {asked + 1}: 주문 시스템에서 캐시를 어떻게 설계했나요?", "topic": "캐시"}
     else:
@@ -87,7 +87,8 @@ async def test_a_session_from_start_to_report(reasoning, caplog):
         asked = [r for r in standin.requests if "면접관" in r["messages"][0]["content"]]
         prompt = asked[-1]["messages"][-1]["content"]  # (answers are scored in the background meanwhile)
         assert f"A: {LONG}" in prompt and f"A: {SHORT}" in prompt
-        assert prompt.count("\n- ") == 2  # both questions asked so far, kept from being repeated
+        # both questions asked so far are in the prompt once, with their answers (not listed again as asked)
+        assert prompt.count("\n- ") == 0 and prompt.count("Q: ") == 2
         # a short answer to a follow-up: no second follow-up, and the last main question was 2 of 2
         done = (await http.post(f"/v1/interviews/{sid}/answers", json={"answer": SHORT, "turn": 3})).json()
         assert done["status"] == "finished" and done["question"] is None and done["answered"] == 3
