@@ -197,8 +197,8 @@ def _standin_reply(body: dict) -> dict:
     system, prompt = body["messages"][0]["content"], body["messages"][-1]["content"]
     if "면접관" in system:
         kind = "꼬리" if "꼬리 질문 하나를 쓰세요" in prompt else "본"
-        out: dict[str, Any] = {"question": f"{kind} 질문 {prompt.count(chr(10) + '- ') + 1}: 어떻게 하셨나요?",
-                               "topic": "경험"}
+        asked = prompt.count(chr(10) + "- ") + prompt.count("Q: ")  # listed as asked, or in the history
+        out: dict[str, Any] = {"question": f"{kind} 질문 {asked + 1}: 어떻게 하셨나요?", "topic": "경험"}
     else:
         crit = {"score": 7, "reason": "근거"}
         out = {"criteria": dict.fromkeys(("accuracy_logic", "relevance", "expression", "practical_depth"), crit),
