@@ -12,6 +12,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.http.auth import ApiKeys
 from gateway.http.protocol import protocol_with_timeout
+from gateway.usage.quotas import QuotaFileError, Quotas
 from services.runtime.errors import StartupError
 from services.runtime.logs import configure_logging
 from services.runtime.settings import fail, settings_from_cli
@@ -32,6 +33,10 @@ def main() -> None:
         load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())])
     except TaskFileError as err:
         fail(PROG, f"task file {err}")
+    try:
+        Quotas(settings.quotas_file)
+    except QuotaFileError as err:
+        fail(PROG, f"quotas file {err}")
     if settings.workers > 1:
         from services.runtime.workers import supervise
 

@@ -32,6 +32,10 @@ from gateway.usage.ledger import Period
 log = logging.getLogger(__name__)
 
 
+class QuotaFileError(ValueError):
+    """The quotas file at start-up does not parse (one line naming the file and what is wrong)."""
+
+
 class Quota(BaseModel):
     """One key's limits (0: none)."""
 
@@ -90,9 +94,12 @@ class Quotas:
         self._file = QuotaFile()
         self._mtime: float | None = None
         self._looked = 0.0
-        if path is not None:
-            self._file = self._parse(path.read_text(encoding="utf-8"))  # a bad file at start stops the gateway
-            self._mtime = path.stat().st_mtime
+        if path is not None:  # a bad file at start stops the gateway, in one line
+            try:
+                self._file = self._parse(path.read_text(encoding="utf-8"))
+                self._mtime = path.stat().st_mtime
+            except (OSError, ValueError, yaml.YAMLError, ValidationError) as err:
+                raise QuotaFileError(f"{path.name}: {str(err).splitlines()[0]}") from None
 
     @staticmethod
     def _parse(text: str) -> QuotaFile:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -20,15 +19,12 @@ import pytest_asyncio
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
-from support.apps import asgi_client, gateway_app
+from support.apps import asgi_client, gateway_app, parse_sse
+from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CATALOG = json.loads((Path(__file__).parents[2] / "bench" / "data" / "gift_catalog.json").read_text(encoding="utf-8"))
-CATEGORIES = sorted({i["payload"]["category"] for i in CATALOG["items"]})
-ATTRIBUTES = sorted({t for i in CATALOG["items"] for t in i["payload"]["tags"]})
-EMPTY = {"recipient": "", "occasion": "", "budget_text": "", "want_categories": [], "exclude_categories": [],
-         "must_have": [], "forbidden": [], "keywords": [], "exclude_last": False}
+CATALOG, CATEGORIES, ATTRIBUTES, EMPTY = GIFT_CATALOG, GIFT_CATEGORIES, GIFT_ATTRIBUTES, EMPTY_PROPOSAL
 PROPOSALS = {
     "아내 생일 선물 찾는데요": {"recipient": "아내", "occasion": "생일"},
     "남편 생일 선물이요": {"recipient": "남편", "occasion": "생일"},
@@ -98,18 +94,10 @@ async def _conversation(http, *turns: str) -> str:
     return cid
 
 
-def events(raw: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in raw.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
-
-
 async def test_the_turn_comes_first_then_a_reply_asking_what_code_found_missing(gifts):
     cid = await _conversation(gifts)
     r = await gifts.post(f"/v1/conversations/{cid}/turns:stream", json={"text": "아내 생일 선물 찾는데요"})
-    got = events(r.text)
+    got = parse_sse(r.text)
     assert [e for e, _ in got] == ["turn", "delta", "delta", "reply"]
     assert got[0][1]["profile"]["recipient"] == "아내"
     assert got[-1][1]["text"] == "예산은 얼마 정도 생각하세요?" and got[-1][1]["asked"] == ["budget"]

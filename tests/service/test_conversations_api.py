@@ -10,7 +10,6 @@ The real model runs in bench/conversations.py.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -19,14 +18,11 @@ from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app
+from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CATALOG = json.loads((Path(__file__).parents[2] / "bench" / "data" / "gift_catalog.json").read_text(encoding="utf-8"))
-CATEGORIES = sorted({i["payload"]["category"] for i in CATALOG["items"]})
-ATTRIBUTES = sorted({t for i in CATALOG["items"] for t in i["payload"]["tags"]})
-EMPTY = {"recipient": "", "occasion": "", "budget_text": "", "want_categories": [], "exclude_categories": [],
-         "must_have": [], "forbidden": [], "keywords": [], "exclude_last": False}
+CATALOG, CATEGORIES, ATTRIBUTES, EMPTY = GIFT_CATALOG, GIFT_CATEGORIES, GIFT_ATTRIBUTES, EMPTY_PROPOSAL
 PROPOSALS = {  # what the stand-in "model" proposes for each turn
     "아내 생일 선물 찾는데요": {"recipient": "아내", "occasion": "생일"},
     "예산은 10만 원 정도예요": {"budget_text": "10000원"},  # misread: code reads the turn

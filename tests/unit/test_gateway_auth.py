@@ -56,3 +56,17 @@ async def test_operator_paths_need_a_key_only_when_protected_and_healthz_never(p
         assert without[path] == (401 if protect_ops else 200), path
     for path in paths:
         assert await _status(app, path, {"authorization": "Bearer k1"}) == 200, path
+
+
+def test_a_broken_quotas_file_is_one_line_naming_it(tmp_path):
+    import pytest
+
+    from gateway.usage.quotas import QuotaFileError, Quotas
+
+    bad = tmp_path / "quotas.yaml"
+    bad.write_text("keys:\n  k-1: {tokens_per_day: -5}\n", encoding="utf-8")
+    with pytest.raises(QuotaFileError, match=r"^quotas.yaml: ") as err:
+        Quotas(bad)
+    assert "\n" not in str(err.value)
+    bad.write_text("keys: {k-1: {tokens_per_day: 100}}\n", encoding="utf-8")
+    assert Quotas(bad).of("k-1").tokens_per_day == 100 and not Quotas(bad).of("k-2").any
