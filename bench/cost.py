@@ -18,7 +18,13 @@ with ``--no-usage-accounting``. Measured:
   reservation, the settlement and the counters on Redis) and to the one without, sequentially; the
   difference of the client-side p50 (target ≤ 1 ms).
 
-The semantic answer cache and cheap-model-first escalation (issue 65, items 3 and 4) are not built yet.
+With ``--workload``, instead: a replayed mixed workload on the embedded LLM (llama-server, Qwen2.5-Coder-1.5B;
+minutes): grounded answers over answers-ko built from a split of bench/data/semantic_cache_ko.json
+(each base question asked by two callers, its two paraphrases, its near-misses), declared tasks
+(calendar_parse, each notice twice) and chat completions — once with every cache off (``cache: false``)
+and once with them on. Reported: hit rates per cache (semantic answers, tasks), near-misses served
+from the cache (false hits), tokens and cost per request before and after (cost from an illustrative
+price table given to the reasoning service, stated in the result).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -138,13 +145,140 @@ def overhead(accounting: str, plain: str, n: int) -> dict[str, Any]:
             "p95_ms": {k: round(v, 3) for k, v in p95.items()}, "overhead_p50_ms": round(p50["on"] - p50["off"], 3)}
 
 
+NOTICES = ["[네이버] 2027 신입 공채 1차 면접 안내: 다음 주 화요일 오후 3시, 그린팩토리",
+           "[카카오] 코딩 테스트 일정: 12월 14일 토요일 오전 10시부터 온라인으로 진행합니다.",
+           "[토스] 최종 면접은 1월 8일 오후 2시 역삼 사옥에서 봅니다."]
+CHATS = ["주말에 읽을 만한 소설 한 권 추천해 주세요.", "면접 전에 긴장을 푸는 방법을 알려 주세요.",
+         "선물 포장 문구를 짧게 하나 써 주세요.", "백엔드 개발자 자기소개 첫 문장을 써 주세요."]
+PRICE = [0.20, 0.80]  # illustrative USD per 1M prompt/completion tokens for the embedded model
+
+
+def workload_requests(split: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
+    """(path, body, kind) in replay order: every first asking, then the later ones (repeats, paraphrases …)."""
+    first: list[tuple[str, dict[str, Any], str]] = []
+    later: list[tuple[str, dict[str, Any], str]] = []
+    for item in split:
+        ask = {"collection": "answers-ko", "question": item["base"]}
+        first.append(("/v1/answers", ask, "answer:first"))
+        later.append(("/v1/answers", ask, "answer:repeat"))
+        later += [("/v1/answers", {"collection": "answers-ko", "question": q}, "answer:paraphrase")
+                  for q in item["paraphrases"]]
+        later += [("/v1/answers", {"collection": "answers-ko", "question": q}, "answer:near_miss")
+                  for q in item["near_misses"]]
+    for notice in NOTICES:
+        body = {"input": {"text": notice, "reference_date": "2026-12-06"}}
+        first.append(("/v1/tasks/calendar_parse", body, "task:first"))
+        later.append(("/v1/tasks/calendar_parse", body, "task:repeat"))
+    chats = [("/v1/chat/completions", {"model": "local", "messages": [{"role": "user", "content": c}],
+                                       "max_tokens": 48}, "chat") for c in CHATS]
+    return first + chats[:2] + later + chats[2:]
+
+
+def replay_workload(url: str, requests: list[tuple[str, dict[str, Any], str]], cached: bool) -> list[dict]:
+    """Each request once, in order; per request its kind, whether a cache served it, its usage and time."""
+    rows = []
+    with httpx.Client(base_url=url, timeout=900) as http:
+        for path, body, kind in requests:
+            sent = body if path.startswith("/v1/chat") else {**body, "cache": cached}
+            t = time.perf_counter()
+            r = http.post(path, json=sent)
+            out = r.json()
+            usage = out.get("usage") if r.status_code == 200 else None
+            served = bool(out.get("cached")) if r.status_code == 200 else False
+            rows.append({"kind": kind, "status": r.status_code, "served_from_cache": served,
+                         "answerable": out.get("answerable"), "ms": (time.perf_counter() - t) * 1e3,
+                         "tokens": tokens(usage) if usage else 0, "cost_usd": (usage or {}).get("cost_usd", 0.0)})
+            print(f"[bench] {'on ' if cached else 'off'} {kind}: {r.status_code} "
+                  f"{'cached' if served else ''} {rows[-1]['ms']:.0f} ms", flush=True)
+    return rows
+
+
+def workload_figures(rows: list[dict]) -> dict[str, Any]:
+    """Hit rates per cache, false hits, tokens and cost per request."""
+    def share(kinds: tuple[str, ...]) -> float | None:
+        mine = [r for r in rows if r["kind"].startswith(kinds)]
+        return round(100 * sum(r["served_from_cache"] for r in mine) / len(mine), 1) if mine else None
+    near = [r for r in rows if r["kind"] == "answer:near_miss"]
+    return {"requests": len(rows), "errors": sum(r["status"] != 200 for r in rows),
+            "answer_hit_rate": share(("answer",)), "answer_hit_rate_later": share(("answer:repeat",
+                                                                                     "answer:paraphrase")),
+            "paraphrase_hit_rate": share(("answer:paraphrase",)), "task_hit_rate": share(("task",)),
+            "near_miss_false_hits": f"{sum(r['served_from_cache'] for r in near)}/{len(near)}",
+            "tokens_per_request": round(sum(r["tokens"] for r in rows) / len(rows), 1),
+            "cost_per_request_usd": sum(r["cost_usd"] for r in rows) / len(rows),
+            "ms_p50": statistics.median(r["ms"] for r in rows)}
+
+
+def workload(args: argparse.Namespace) -> None:
+    """The replayed workload on the embedded LLM, caches off then on: bench/results/cost_cache.{md,json}."""
+    from bench.answers import SLOW, ingest, load_answers_ko
+    from bench.common import free_port, start_patient_reasoning
+    from infra.llm.server import start_llm_server
+    from services.runtime.models import current_model_dir
+
+    split = json.loads(Path("bench/data/semantic_cache_ko.json").read_text(encoding="utf-8"))[args.split]
+    requests = workload_requests(split[:args.limit] if args.limit else split)
+    folder = Path(tempfile.mkdtemp(prefix="mesh-bench-cost-llm-"))
+    procs: list = []
+    llm = None
+    try:
+        emb, ret = start_retrieval_pair(folder / "qdrant", current_model_dir(), procs)
+        llm = start_llm_server(free_port(), log_path=folder / "llm.log")
+        rs, rs_port = start_patient_reasoning(llm.base_url, "--prices-json", json.dumps({llm.model: PRICE}))
+        procs.append(rs)
+        gw, port = start_service("gateway", "--embedding-target", f"127.0.0.1:{emb}", "--retrieval-target",
+                                 f"127.0.0.1:{ret}", "--reasoning-targets", f"127.0.0.1:{rs_port}", *SLOW)
+        procs.append(gw)
+        url = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=url, timeout=300) as http:
+            ingest(http, "answers-ko", load_answers_ko("all")[0])
+        before = replay_workload(url, requests, cached=False)
+        after = replay_workload(url, requests, cached=True)
+    finally:
+        for p in procs:
+            stop_service(p)
+        if llm is not None:
+            llm.stop()
+    off, on = workload_figures(before), workload_figures(after)
+    down = 100 * (1 - on["cost_per_request_usd"] / off["cost_per_request_usd"]) if off["cost_per_request_usd"] else 0
+    body = [f"Replayed workload: {len(requests)} requests — split `{args.split}` of bench/data/semantic_cache_ko.json "
+            f"over answers-ko ({len(split[:args.limit] if args.limit else split)} base questions: each asked "
+            "twice, its paraphrases and its near-misses), calendar_parse on 3 notices twice each, 4 chat "
+            "completions — first with every cache off, then on. Embedded Qwen2.5-Coder-1.5B Q4 (llama-server, "
+            f"2 threads); price table (illustrative): {PRICE} USD per 1M prompt/completion tokens.", "",
+            md_table(["measure", "caches off", "caches on", "target"], [
+                ["semantic answer cache: hits / answer requests", f"{off['answer_hit_rate']} %",
+                 f"{on['answer_hit_rate']} %", "≥ 30 %"],
+                ["… of repeats and paraphrases (the later askings)", f"{off['answer_hit_rate_later']} %",
+                 f"{on['answer_hit_rate_later']} %", ""],
+                ["… of paraphrases alone", f"{off['paraphrase_hit_rate']} %", f"{on['paraphrase_hit_rate']} %", ""],
+                ["near-misses served from the cache (false hits)", off["near_miss_false_hits"],
+                 on["near_miss_false_hits"], "≤ 1 %"],
+                ["task cache: hits / task requests", f"{off['task_hit_rate']} %", f"{on['task_hit_rate']} %", ""],
+                ["tokens per request", str(off["tokens_per_request"]), str(on["tokens_per_request"]), ""],
+                ["cost per request (illustrative prices)", f"${off['cost_per_request_usd'] * 1e3:.4f} per 1k",
+                 f"${on['cost_per_request_usd'] * 1e3:.4f} per 1k ({down:.0f} % less)", "−30 %"],
+                ["latency p50", f"{off['ms_p50'] / 1e3:.2f} s", f"{on['ms_p50'] / 1e3:.2f} s", ""],
+                ["errors", str(off["errors"]), str(on["errors"]), "0"]])]
+    print(write_result("cost_cache", "What caching saves: a replayed workload", body,
+                       {"split": args.split, "off": off, "on": on, "cost_down_percent": round(down, 1),
+                        "rows": {"off": before, "on": after}}, out=args.out,
+                       command=command_line("bench.cost", sys.argv[1:])))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start the processes, measure, write bench/results/<name>.{md,json}."""
     parser = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=200, help="requests per gateway for the overhead")
     parser.add_argument("--name", default="cost")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--workload", action="store_true", help="the replayed workload on the embedded LLM instead")
+    parser.add_argument("--split", default="report", help="the semantic_cache_ko split the workload asks")
+    parser.add_argument("--limit", type=int, default=0, help="base questions of the split at most (0: all)")
     args = parser.parse_args(argv)
+    if args.workload:
+        workload(args)
+        return
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-cost-"))
     from services.runtime.models import current_model_dir
 

@@ -17,6 +17,9 @@ class RouteSpec:
     name: str
     targets: tuple[str, ...]
     model: str
+    # A route asked once, with the same prompt, when code refuses this route's output (an unsupported
+    # answer, output that broke its schema twice); '' for none. Only the first route escalates.
+    escalate: str = ""
 
 
 def _targets(raw: str) -> tuple[str, ...]:
@@ -44,7 +47,9 @@ class GatewaySettings(BaseSettings):
     reasoning_targets: str = Field("127.0.0.1:50053",
                                    description="reasoning instances host:port, comma-separated (sessions hashed)")
     model_routes: str = Field("", description='model routes as JSON: {"name": {"targets": "host:port,...", '
-                                             '"model": "backend model id (empty: the instances\' own)"}}; '
+                                             '"model": "backend model id (empty: the instances\' own)", '
+                                             '"escalate": "a route asked once when code refuses this one\'s '
+                                             'output (optional)"}}; '
                                              "empty: one route, --default-model-route, over --reasoning-targets")
     default_model_route: str = Field("local", min_length=1, max_length=128,
                                      description="the route a request naming no model takes, and the name of "
@@ -85,6 +90,19 @@ class GatewaySettings(BaseSettings):
                                                            "which does not transfer to other collections "
                                                            "(bench/results/answers_relevance.md)")
     answer_max_tokens: int = Field(384, ge=16, le=4096, description="tokens an answer may take")
+    answer_cache: bool = Field(True, description="the semantic answer cache: a checked answer served again to a "
+                                                "question that asks the same thing (cosine and code, "
+                                                "gateway/answers/cache.py); off: every question asks the model")
+    answer_cache_threshold: float = Field(0.90, ge=0, le=1,
+                                          description="the cosine from which a cached question is a candidate "
+                                                      "(code then checks numbers and terms); chosen on the "
+                                                      "semantic-cache tune split (bench/results/semantic_cache.md)")
+    answer_cache_ttl_s: int = Field(3600, ge=1, le=30 * 86400,
+                                    description="how long a cached answer lives (bounds what a write that bypasses "
+                                                "the gateway leaves stale)")
+    answer_cache_max_entries: int = Field(500, ge=1, le=100000,
+                                          description="cached answers per collection and search settings (a full "
+                                                      "cache takes none until the collection changes or they expire)")
     tasks_dirs: str = Field("", description="more directories of task files (comma-separated), served after the "
                                             "built-in ones (services/runtime/tasks/defs); a bad file stops the start")
     tasks_route: str = Field("", description="model route of declared tasks whose role --task-routes does not map "
@@ -223,7 +241,8 @@ class GatewaySettings(BaseSettings):
         if not self.model_routes.strip():
             return {self.default_model_route: RouteSpec(self.default_model_route, _targets(self.reasoning_targets), "")}
         table = json.loads(self.model_routes)
-        return {name: RouteSpec(name, _targets(str(spec.get("targets", ""))), str(spec.get("model", "")))
+        return {name: RouteSpec(name, _targets(str(spec.get("targets", ""))), str(spec.get("model", "")),
+                                str(spec.get("escalate", "")))
                 for name, spec in table.items()}
 
     @model_validator(mode="after")
@@ -252,9 +271,14 @@ class GatewaySettings(BaseSettings):
             for name, spec in table.items():
                 if not isinstance(spec, dict) or not _targets(str(spec.get("targets", ""))):
                     raise ValueError(f"model_routes[{name!r}] needs targets (host:port, comma-separated)")
-                if set(spec) - {"targets", "model"}:
-                    raise ValueError(f"model_routes[{name!r}]: unknown keys {sorted(set(spec) - {'targets', 'model'})}")
+                if set(spec) - {"targets", "model", "escalate"}:
+                    raise ValueError(f"model_routes[{name!r}]: unknown keys "
+                                     f"{sorted(set(spec) - {'targets', 'model', 'escalate'})}")
         names = set(self.route_specs())
+        for name, spec in self.route_specs().items():
+            if spec.escalate and (spec.escalate not in names or spec.escalate == name):
+                raise ValueError(f"model_routes[{name!r}].escalate {spec.escalate!r} is not another model route "
+                                 f"(routes: {sorted(names)})")
         for field_name in ("default_model_route", "chat_route", "recommendations_route", "summaries_route",
                            "expand_route", "answers_route", "tasks_route"):
             value = getattr(self, field_name)

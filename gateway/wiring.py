@@ -17,6 +17,7 @@ from opentelemetry import trace
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from clients.reasoning import AsyncReasoningClient
+from gateway.answers.cache import AnswerCache
 from gateway.answers.serving import Answers
 from gateway.assistant.backend_tools import BackendTools, load_backend_tools
 from gateway.assistant.serving import Assistant
@@ -45,7 +46,7 @@ from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
 from gateway.vectors.revisions import VectorSources
-from services.runtime.jobs import Jobs, MemoryJobs
+from services.runtime.jobs import Handler, JobContext, JobRecord, Jobs, MemoryJobs
 from services.runtime.jobs.redis import RedisJobs
 from services.runtime.tasks.spec import BUILTIN_DIR, load_tasks
 
@@ -154,6 +155,17 @@ def ledger_of(settings: GatewaySettings) -> Ledger:
     return RedisLedger(url) if url else MemoryLedger()
 
 
+def changing(handler: Handler, cache: AnswerCache) -> Handler:
+    """A job handler that writes a collection: its answers cached before are not served after it starts or ends."""
+    async def run(record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
+        await cache.changed(record.subject)
+        try:
+            return await handler(record, payload, ctx)
+        finally:
+            await cache.changed(record.subject)
+    return run
+
+
 def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
                tracer_provider: trace.TracerProvider | None = None, llm_slots: Slots | None = None) -> Mesh:
     """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one).
@@ -175,7 +187,10 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     writer = clients.retrieval_writer or clients.retrieval
     store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
     files = Files(clients.ocr, writer, store)
-    handlers = {**CatalogJobs(writer, settings.ingest_outage_s).handlers(), **files.handlers()}
+    answer_cache = AnswerCache(store, threshold=settings.answer_cache_threshold, ttl_s=settings.answer_cache_ttl_s,
+                               max_entries=settings.answer_cache_max_entries)
+    handlers = {kind: changing(handler, answer_cache) for kind, handler in
+                {**CatalogJobs(writer, settings.ingest_outage_s).handlers(), **files.handlers()}.items()}
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
     jobs: Jobs = (RedisJobs(handlers, redis_url, "gateway", lease_s=settings.job_lease_s,
@@ -192,12 +207,13 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     tasks = Tasks(load_tasks([BUILTIN_DIR, *map(Path, settings.task_dirs())]), routes, settings.task_route_table(),
                   store)
     recommendations = Recommendations(search, pool(settings.recommendations_route))
-    answers = Answers(search, routes, settings)
+    answers = Answers(search, routes, settings, answer_cache)
     backend = BackendTools(load_backend_tools(settings.assistant_tools_file)) if settings.assistant_tools_file \
         else None
     catalog = Catalog(writer, jobs)
     files.catalog = catalog
     catalog.on_delete.append(files.forget)
+    catalog.on_change.append(answer_cache.changed)
     conversations = Conversations(tasks, search, recommendations, sessions, ttl_s=settings.conversation_ttl_s,
                                   max_turns=settings.conversation_max_turns)
     finish = Finish(conversations, routes, jobs, route=settings.route_of(settings.conversation_response_route),

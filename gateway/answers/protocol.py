@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gateway.http.models import Strict
-from gateway.reasoning.protocol import LlmUsage
+from gateway.reasoning.protocol import Escalation, LlmUsage
 from gateway.search.protocol import SearchFilter
 
 
@@ -37,6 +37,8 @@ class AnswerRequest(Strict):
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     model: str | None = Field(None, min_length=1, max_length=128, description="model route (GET /v1/models)")
     session_id: str | None = Field(None, max_length=128, description="routes to the same reasoning instance")
+    cache: bool = Field(True, description="the semantic answer cache: false never serves a cached answer nor "
+                                          "stores this one")
 
 
 class AnswerPassage(BaseModel):
@@ -84,6 +86,7 @@ class AnswerTimings(BaseModel):
     llm_ttft_ms: float | None
     total_ms: float
     check_ms: float | None = Field(None, description="the support checks of a proposed answer")
+    cache_ms: float | None = Field(None, description="the answer cache's lookup (null: not looked up)")
 
 
 class AnswerRelevance(BaseModel):
@@ -102,6 +105,13 @@ class AnswerSupport(BaseModel):
     answer_terms: float = Field(description="share of the answer's content terms found in its evidence")
     question_terms: float = Field(description="share of the question's content terms the evidence covers")
     numbers_missing: list[str] = Field(description="numbers of the answer its evidence does not hold")
+
+
+class AnswerCacheHit(BaseModel):
+    """The cached question whose checked answer was served, and how close its vector was."""
+
+    question: str
+    similarity: float
 
 
 class AnswerResponse(BaseModel):
@@ -130,3 +140,9 @@ class AnswerResponse(BaseModel):
     degraded: bool = Field(description="the search ran keyword-only (the question could not be embedded)")
     timings: AnswerTimings
     usage: LlmUsage | None = None
+    cached: Literal["semantic"] | None = Field(None, description="`semantic`: served from the answer cache (the "
+                                                                 "model was not asked; `usage` is null)")
+    cache: AnswerCacheHit | None = Field(None, description="the cached question served and its cosine")
+    answered_by: str | None = Field(None, description="the model route that wrote the answer (null: no model asked)")
+    escalation: Escalation | None = Field(None, description="the cheaper route's answer code refused before "
+                                                            "`answered_by` was asked (null: none)")

@@ -21,13 +21,15 @@ from prometheus_client import Counter
 from clients.reasoning import ChatMessage
 from gateway.answers import packing, relevance, support
 from gateway.answers import protocol as api
+from gateway.answers.cache import AnswerCache, Hit, scope_of
 from gateway.config import GatewaySettings
 from gateway.files.serving import page_of
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.http.telemetry import note
 from gateway.reasoning.events import error_event, sse, usage_of
-from gateway.reasoning.routes import ModelRoutes
+from gateway.reasoning.protocol import Escalation
+from gateway.reasoning.routes import ESCALATIONS, ModelRoute, ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, StructuredStream, open_structured, structured
 from gateway.search.protocol import Hit as SearchHit
 from gateway.search.protocol import SearchRequest, SearchResponse
@@ -70,6 +72,25 @@ class Prepared:
     dropped: dict[str, int]
     search_ms: float
     start: float
+    slot: Slot | None = None  # where a checked answer is stored in the answer cache (None: not cached)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where an answer goes in the answer cache: the collection's generation, the search settings, the vector."""
+
+    collection: str
+    generation: str
+    scope: str
+    question: str
+    vector: list[float]
+
+
+@dataclass
+class Served:
+    """A question answered from the answer cache: the response, with nothing searched or asked."""
+
+    response: api.AnswerResponse
 
 
 def failed(err: StructuredFailed) -> ApiError:
@@ -95,11 +116,13 @@ def failed(err: StructuredFailed) -> ApiError:
 class Answers:
     """``POST /v1/answers`` over search and a model route."""
 
-    def __init__(self, search: Search, routes: ModelRoutes, settings: GatewaySettings) -> None:
+    def __init__(self, search: Search, routes: ModelRoutes, settings: GatewaySettings,
+                 cache: AnswerCache | None = None) -> None:
         self.search = search
         self.routes = routes
         self.route = settings.route_of(settings.answers_route)
         self.settings = settings
+        self.cache = cache if settings.answer_cache else None
 
     async def _rewrite(self, body: api.AnswerRequest, deadline: Deadline) -> api.Rewrite:
         start = time.perf_counter()
@@ -125,11 +148,54 @@ class Answers:
             return api.Rewrite(status="failed", query=body.question, reason=reason, ms=ms)
         return api.Rewrite(status="ok", query=query[:2000], ms=ms)
 
-    async def prepare(self, body: api.AnswerRequest, deadline: Deadline) -> Prepared:
-        """The standalone question, its search and the packed passages (bad input and search errors raise)."""
+    async def _cached(self, body: api.AnswerRequest, rewrite: api.Rewrite,
+                      deadline: Deadline) -> tuple[Slot | None, Hit | None, float]:
+        """The answer cache's slot for this question and the answer it already holds, if any; ms spent."""
+        t = time.perf_counter()
+        if self.cache is None or not body.cache or body.mode == "keyword":
+            return None, None, 0.0
+        with TRACER.start_as_current_span("gateway.answer.cache") as span:
+            vector = await self.search.query_vector(body.collection, rewrite.query, deadline)
+            generation = await self.cache.generation(body.collection) if vector is not None else None
+            if vector is None or generation is None:
+                span.set_attribute("mesh.answer_cache", "off")
+                return None, None, (time.perf_counter() - t) * 1e3
+            scope = scope_of(mode=body.mode, filter=body.filter.model_dump() if body.filter else None,
+                             top_k=body.top_k, min_score=body.min_score, min_relevance=body.min_relevance,
+                             route=body.model or self.route, revision=vector.revision)
+            slot = Slot(body.collection, generation, scope, rewrite.query, list(vector.values))
+            hit = await self.cache.find(body.collection, generation, scope, rewrite.query, slot.vector)
+            span.set_attribute("mesh.answer_cache", "hit" if hit else "miss")
+        return slot, hit, (time.perf_counter() - t) * 1e3
+
+    def served(self, collection: str, hit: Hit, rewrite: api.Rewrite, start: float, cache_ms: float) -> Served:
+        """The cached answer as this request's response: marked, no usage, this request's timings."""
+        ANSWERS.labels("answered").inc()
+        note(collection=collection, answerable=True, answer_reason="answered", answer_cache="semantic")
+        timings = api.AnswerTimings(rewrite_ms=rewrite.ms, search_ms=0.0, llm_ttft_ms=None,
+                                    total_ms=round((time.perf_counter() - start) * 1e3, 3), cache_ms=round(cache_ms, 3))
+        return Served(api.AnswerResponse.model_validate({
+            **hit.response, "cached": "semantic", "cache": {"question": hit.question, "similarity": hit.similarity},
+            "usage": None, "rewrite": rewrite.model_dump(), "timings": timings.model_dump()}))
+
+    async def store(self, p: Prepared, out: api.AnswerResponse) -> None:
+        """Keep a checked answer in the answer cache (only answers the checks kept)."""
+        if self.cache is not None and p.slot is not None and out.answerable and not out.degraded:
+            s = p.slot
+            await self.cache.put(s.collection, s.generation, s.scope, s.question, s.vector,
+                                 out.model_dump(exclude={"usage", "timings", "escalation"}))
+
+    async def prepare(self, body: api.AnswerRequest, deadline: Deadline) -> Prepared | Served:
+        """The standalone question, its search and the packed passages (bad input and search errors raise).
+
+        Or, when the answer cache holds an answer to the same question, that answer (:class:`Served`).
+        """
         start = time.perf_counter()
         self.routes.get(body.model or self.route)  # an unknown route is a 404 before any work
         rewrite = await self._rewrite(body, deadline)
+        slot, hit, cache_ms = await self._cached(body, rewrite, deadline)
+        if hit is not None:
+            return self.served(body.collection, hit, rewrite, start, cache_ms)
         t = time.perf_counter()
         found = await self.search.search(SearchRequest(collection=body.collection, query=rewrite.query,
                                                        top_k=body.top_k, mode=body.mode, filter=body.filter), deadline)
@@ -150,21 +216,65 @@ class Answers:
             relevance.THRESHOLD if self.settings.answer_min_relevance is None else self.settings.answer_min_relevance)
         decision = relevance.decide(rewrite.query, kept, passages, threshold) if dense_ran and passages else None
         return Prepared(body, rewrite, found, passages, support.numbered(passages), decision,
-                        {"below_floor": len(found.hits) - len(kept), "near_duplicate": duplicates}, search_ms, start)
+                        {"below_floor": len(found.hits) - len(kept), "near_duplicate": duplicates}, search_ms, start,
+                        slot=slot)
 
     def messages(self, p: Prepared) -> list[ChatMessage]:
         """The answer call's prompt: the rules, the numbered passages, the (standalone) question."""
         return [ChatMessage("system", ANSWER_SYSTEM),
                 ChatMessage("user", f"자료:\n{support.context(p.passages, p.sentences)}\n\n질문: {p.rewrite.query}")]
 
-    async def _open(self, p: Prepared, deadline: Deadline, buffered: bool) -> StructuredStream:
+    async def _open(self, p: Prepared, deadline: Deadline, route: ModelRoute) -> StructuredStream:
         s = self.settings
-        return await open_structured(self.routes.get(p.body.model or self.route), self.messages(p), ANSWER_SCHEMA,
+        return await open_structured(route, self.messages(p), ANSWER_SCHEMA,
                                      "grounded_answer", key=p.body.session_id or p.rewrite.query,
                                      total_s=min(s.reasoning_total_s, deadline.check()),
-                                     max_tokens=s.answer_max_tokens, buffered=buffered)
+                                     max_tokens=s.answer_max_tokens, buffered=True)
 
-    def response(self, p: Prepared, value: object, call: StructuredStream | None) -> api.AnswerResponse:
+    async def _write(self, p: Prepared, deadline: Deadline, route: ModelRoute) -> api.AnswerResponse:
+        """One answer call on ``route``, checked (StructuredFailed when it gave nothing)."""
+        call = await self._open(p, deadline, route)
+        try:
+            async with aclosing(call.deltas()) as deltas:  # closed with the caller, not when collected
+                async for _ in deltas:
+                    pass
+        finally:  # a client that left mid-answer frees its ring slot now
+            await call.release()
+        return self.response(p, call.value, call, route.name)
+
+    async def written(self, p: Prepared, deadline: Deadline) -> api.AnswerResponse:
+        """The model's checked answer; when code refuses it and the route escalates, the larger route's, asked once.
+
+        Refused: an answer its sentences do not hold (``unsupported``), or output that broke its schema
+        after the service's regeneration (``invalid_output``). The refused call's usage is counted and
+        returned in ``escalation``. Failures are ApiErrors.
+        """
+        route = self.routes.get(p.body.model or self.route)
+        bigger = self.routes.escalation(route)
+        first: api.AnswerResponse | None = None
+        try:
+            first = await self._write(p, deadline, route)
+            reason = "unsupported" if first.reason == "unsupported" else None
+        except StructuredFailed as err:
+            if bigger is None or err.reason not in ("schema_violation", "invalid_output"):
+                ANSWERS.labels("failed").inc()
+                raise failed(err) from None
+            reason = "invalid_output"
+        if reason is None or bigger is None:
+            assert first is not None
+            return first
+        ESCALATIONS.labels("answers", reason).inc()
+        note(escalated_from=route.name)
+        try:
+            again = await self._write(p, deadline, bigger)
+        except StructuredFailed as err:
+            ANSWERS.labels("failed").inc()
+            raise failed(err) from None
+        return again.model_copy(update={"escalation": Escalation(route=route.name, reason=reason,  # type: ignore[arg-type]
+                                                                 usage=first.usage if first else None)})
+
+    def response(self, p: Prepared, value: object, call: StructuredStream | None,
+                 route: str | None = None) -> api.AnswerResponse:
         """The checked answer, or ``answerable: false`` with its reason (the model proposes, code checks).
 
         An answer the model calls answerable is kept only when :func:`support.check` finds it in the
@@ -208,6 +318,7 @@ class Answers:
             passages=[api.AnswerPassage(n=q.n, id=q.doc_id, start=q.start, end=q.end, text=q.text, score=q.score,
                                         dense_score=q.dense_score, payload=q.payload) for q in p.passages],
             dropped=p.dropped, rewrite=p.rewrite, search_mode=p.found.mode, degraded=p.found.degraded, usage=usage,
+            answered_by=route,
             timings=api.AnswerTimings(rewrite_ms=p.rewrite.ms, search_ms=round(p.search_ms, 3),
                                       llm_ttft_ms=usage.ttft_ms if usage else None,
                                       total_ms=round((time.perf_counter() - p.start) * 1e3, 3), check_ms=check_ms))
@@ -215,23 +326,30 @@ class Answers:
     async def answer(self, body: api.AnswerRequest, deadline: Deadline) -> api.AnswerResponse:
         """The whole answer (an answer breaking its schema is regenerated once by the service)."""
         p = await self.prepare(body, deadline)
+        if isinstance(p, Served):
+            return p.response
         if not p.passages or (p.relevance is not None and not p.relevance.relevant):
             return self.response(p, None, None)  # nothing the model could answer from: it is not asked
-        try:
-            call = await self._open(p, deadline, buffered=True)
-            async for _ in call.deltas():
-                pass
-        except StructuredFailed as err:
-            ANSWERS.labels("failed").inc()
-            raise failed(err) from None
-        return self.response(p, call.value, call)
+        out = await self.written(p, deadline)
+        await self.store(p, out)
+        return out
 
-    async def events(self, p: Prepared, deadline: Deadline) -> AsyncGenerator[bytes, None]:
+    async def events(self, p: Prepared | Served, deadline: Deadline) -> AsyncGenerator[bytes, None]:
         """``passages`` at once; once the answer is written and checked, its text as one ``delta``; ``done``.
 
         Nothing is streamed as the answer before it passed the checks: an unsupported answer is never
-        shown, only ``done`` with ``answerable: false``. Or ``error``.
+        shown, only ``done`` with ``answerable: false``. Or ``error``. An answer from the cache is the
+        same three events at once.
         """
+        if isinstance(p, Served):
+            out = p.response
+            yield sse("passages", {"query": out.rewrite.query, "rewrite": out.rewrite.model_dump(),
+                                   "search_mode": out.search_mode, "degraded": out.degraded,
+                                   "passages": [{"n": q.n, "id": q.id, "start": q.start, "end": q.end, "text": q.text}
+                                                for q in out.passages]})
+            yield sse("delta", {"text": out.answer})
+            yield sse("done", out.model_dump())
+            return
         yield sse("passages", {"query": p.rewrite.query, "rewrite": p.rewrite.model_dump(),
                                "search_mode": p.found.mode, "degraded": p.found.degraded,
                                "passages": [{"n": q.n, "id": q.doc_id, "start": q.start, "end": q.end, "text": q.text}
@@ -239,20 +357,12 @@ class Answers:
         if not p.passages or (p.relevance is not None and not p.relevance.relevant):
             yield sse("done", self.response(p, None, None).model_dump())
             return
-        call: StructuredStream | None = None
         try:
-            call = await self._open(p, deadline, buffered=True)
-            async with aclosing(call.deltas()) as deltas:  # closed with this generator, not when collected
-                async for _ in deltas:
-                    pass
-        except StructuredFailed as err:
-            ANSWERS.labels("failed").inc()
-            yield error_event(failed(err))
+            out = await self.written(p, deadline)
+        except ApiError as err:
+            yield error_event(err)
             return
-        finally:
-            if call is not None:  # a client that left mid-answer frees its ring slot now
-                await call.release()
-        out = self.response(p, call.value, call)
+        await self.store(p, out)
         if out.answerable:
             yield sse("delta", {"text": out.answer})
         yield sse("done", out.model_dump())

@@ -45,10 +45,17 @@ class Catalog:
         self.jobs = jobs
         # Told the ids of deleted documents (the files feature drops what it kept about them).
         self.on_delete: list[Callable[[str, list[str]], Awaitable[None]]] = []
+        # Told the name of a collection whose data a call changed (the answer cache starts a new generation).
+        self.on_change: list[Callable[[str], Awaitable[None]]] = []
+
+    async def _changed(self, name: str) -> None:
+        for hook in self.on_change:
+            await hook(name)
 
     # ---- collections ---------------------------------------------------------------------------
     async def create(self, req: api.CollectionCreate, deadline: Deadline) -> api.CollectionInfo:
         """Create a collection."""
+        await self._changed(req.name)  # a name used before starts afresh
         return collection_info(await self.retrieval.create_collection(req.name, req.fields,  # type: ignore[arg-type]
                                                                       timeout_s=deadline.check()))
 
@@ -64,11 +71,13 @@ class Catalog:
     async def delete(self, name: str, deadline: Deadline) -> api.CollectionDeleted:
         """Remove a collection and its data."""
         collection, documents = await self.retrieval.delete_collection(name, timeout_s=deadline.check())
+        await self._changed(name)
         return api.CollectionDeleted(name=name, collection=collection, documents=documents)
 
     async def delete_documents(self, name: str, req: api.DeleteRequest, deadline: Deadline) -> dict[str, int]:
         """Remove documents by id."""
         out = {"requested": await self.retrieval.delete(name, req.ids, timeout_s=deadline.check())}
+        await self._changed(name)
         for hook in self.on_delete:
             await hook(name, req.ids)
         return out
@@ -77,6 +86,7 @@ class Catalog:
     async def submit(self, kind: str, name: str, payload: bytes, total: int, deadline: Deadline) -> api.Job:
         """Queue a job of ``kind`` on collection ``name`` (404 now when it does not exist, 429 when full)."""
         await self.retrieval.get_collection(name, timeout_s=deadline.check())  # a missing collection is 404 now
+        await self._changed(name)
         try:
             return job_view(await self.jobs.submit(kind, name, payload, total=total))
         except QueueFull as err:
@@ -113,6 +123,7 @@ class Catalog:
         """Point a collection back at the version its last upgrade replaced (409 when there is none)."""
         start = time.perf_counter()
         collection, removed = await self.retrieval.rollback(name, timeout_s=deadline.check())
+        await self._changed(name)
         return api.RollbackResponse(collection=collection_info(collection), removed_collection=removed,
                                     took_ms=round((time.perf_counter() - start) * 1e3, 3))
 

@@ -28,6 +28,15 @@ class LlmUsage(BaseModel):
                                                      "cache (0 when it does not say)")
 
 
+class Escalation(BaseModel):
+    """A cheaper route's output that code refused, before the route that answered was asked (once, same prompt)."""
+
+    route: str = Field(description="the route whose output was refused")
+    reason: Literal["unsupported", "invalid_output"] = Field(
+        description="`unsupported`: an answer its sentences do not hold; `invalid_output`: broke its schema twice")
+    usage: LlmUsage | None = Field(None, description="the refused call's usage (counted to the caller as well)")
+
+
 class RecommendRequest(Strict):
     """Search a catalog, then explain every card in one LLM call."""
 

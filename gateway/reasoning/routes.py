@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prometheus_client import Counter
+
 from clients.reasoning import AsyncReasoningClient
 from gateway.config import GatewaySettings
 from gateway.http.errors import ApiError
 from gateway.reasoning.pool import ReasoningPool
+
+ESCALATIONS = Counter("mesh_gateway_escalations", "outputs of a cheaper route refused by code and asked again of "
+                      "the route it escalates to", ["feature", "reason"])
+for _feature in ("answers", "tasks"):
+    for _reason in ("unsupported", "invalid_output"):
+        ESCALATIONS.labels(_feature, _reason)
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,7 @@ class ModelRoute:
     name: str
     pool: ReasoningPool
     model: str
+    escalate: str = ""  # the route asked once when code refuses this one's output ('' none)
 
 
 class ModelRoutes:
@@ -30,7 +39,7 @@ class ModelRoutes:
     def __init__(self, clients: dict[str, AsyncReasoningClient], settings: GatewaySettings) -> None:
         self.default = settings.default_model_route
         self.routes = {name: ModelRoute(name, ReasoningPool({t: clients[t] for t in spec.targets}, settings, name,
-                                                             spec.model), spec.model)
+                                                             spec.model), spec.model, spec.escalate)
                        for name, spec in settings.route_specs().items()}
 
     def names(self) -> list[str]:
@@ -43,3 +52,7 @@ class ModelRoutes:
         if route is None:
             raise ApiError(404, "model_not_found", f"model {name!r} is not a model route; GET /v1/models lists them")
         return route
+
+    def escalation(self, route: ModelRoute) -> ModelRoute | None:
+        """The route asked once when code refuses ``route``'s output (None: it names none)."""
+        return self.routes.get(route.escalate) if route.escalate else None

@@ -45,6 +45,14 @@ class Search:
         wanted = await self.revisions.get(collection, deadline)
         return await self.sources.serving(wanted, deadline) if wanted else self.vectors
 
+    async def query_vector(self, collection: str, text: str, deadline: Deadline) -> QueryVector | None:
+        """The vector a search of ``text`` on ``collection`` would use (None: none now; the search then degrades).
+
+        Through the query-vector cache, so the search that follows embeds nothing again.
+        """
+        vectors = await self._source(collection, deadline)
+        return None if vectors is None else (await vectors.lookup(text, deadline)).vector
+
     async def search(self, req: api.SearchRequest, deadline: Deadline) -> api.SearchResponse:
         """Run one search within ``deadline``: one query, or several merged (given, or derived by ``expand``)."""
         start = time.perf_counter()

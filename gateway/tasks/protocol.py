@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from gateway.http.models import Strict
-from gateway.reasoning.protocol import LlmUsage
+from gateway.reasoning.protocol import Escalation, LlmUsage
 
 
 class TaskFile(Strict):
@@ -85,6 +85,8 @@ class TaskResponse(BaseModel):
     result: dict[str, Any] = Field(description="validated against the task's result_schema")
     cached: bool = Field(description="served from the response cache (no model call)")
     attempts: int = Field(description="model calls made: 1, or 2 when the first output broke the schema; 0 when cached")
-    route: str
+    route: str = Field(description="the model route that wrote the result")
     usage: LlmUsage | None = None
     timings: TaskTimings
+    escalation: Escalation | None = Field(None, description="the cheaper route whose output broke the schema twice "
+                                                            "before `route` was asked (null: none)")

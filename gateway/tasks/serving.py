@@ -28,7 +28,7 @@ from gateway.http.errors import ApiError, FieldError, from_client_error
 from gateway.http.telemetry import note
 from gateway.reasoning.events import error_event, sse, usage_of
 from gateway.reasoning.pool import PooledStream
-from gateway.reasoning.routes import ModelRoute, ModelRoutes
+from gateway.reasoning.routes import ESCALATIONS, ModelRoute, ModelRoutes
 from gateway.tasks import protocol as api
 from gateway.tasks.store import KeyValue, StoreUnavailable
 from services.runtime.tasks import post as steps
@@ -86,6 +86,7 @@ class Run:
     attempts: int = 0
     usage: Usage | None = None
     llm_ms: float = 0.0
+    escalated_from: str | None = None  # the cheaper route whose output broke the schema twice
 
 
 class Tasks:
@@ -232,19 +233,37 @@ class Tasks:
         RUNS.labels(task.name, "cached" if run.cached else "ok").inc()
         usage = usage_of(run.usage) if run.usage is not None else None
         note(task=task.name, task_version=task.spec.version, cached=run.cached, attempts=run.attempts)
+        escalation = (api.Escalation(route=run.escalated_from, reason="invalid_output")
+                      if run.escalated_from else None)
         return api.TaskResponse(task=task.name, version=task.spec.version, result=run.result, cached=run.cached,
-                                attempts=run.attempts, route=run.route.name, usage=usage,
+                                attempts=run.attempts, route=run.route.name, usage=usage, escalation=escalation,
                                 timings=api.TaskTimings(llm_ms=round(run.llm_ms, 3), post_ms=round(post_ms, 3),
                                                         total_ms=round((time.perf_counter() - run.start) * 1e3, 3)))
 
+    def _escalate(self, run: Run, err: ApiError) -> bool:
+        """Move ``run`` to its route's escalation after output that broke the schema twice (False: nowhere to go)."""
+        bigger = self.routes.escalation(run.route)
+        if err.body.error.code != "invalid_output" or bigger is None or run.escalated_from is not None:
+            return False
+        ESCALATIONS.labels("tasks", "invalid_output").inc()
+        note(escalated_from=run.route.name)
+        run.escalated_from, run.route = run.route.name, bigger
+        return True
+
     async def run(self, run: Run, deadline) -> api.TaskResponse:
-        """The validated result (from the cache, or from the model)."""
+        """The validated result (from the cache, or from the model; once more on the larger route it escalates to)."""
         if not run.cached:
             with TRACER.start_as_current_span("gateway.task") as span:
                 span.set_attributes({"mesh.task": run.task.name, "mesh.route": run.route.name})
                 try:
-                    async for _ in self._generate(run, deadline, buffered=True):
-                        pass
+                    while True:
+                        try:
+                            async for _ in self._generate(run, deadline, buffered=True):
+                                pass
+                            break
+                        except ApiError as err:
+                            if not self._escalate(run, err):
+                                raise
                 except ApiError as err:
                     if err.body.error.code != "invalid_output":
                         RUNS.labels(run.task.name, "failed").inc()
@@ -257,14 +276,25 @@ class Tasks:
         return self._finish(run)
 
     async def events(self, run: Run, deadline) -> AsyncIterator[bytes]:
-        """``delta`` as the output is written, ``retry`` before a second try, then ``done`` or ``error``."""
+        """``delta`` as the output is written, ``retry`` before a second try, then ``done`` or ``error``.
+
+        On a route that escalates, output that broke the schema twice is followed by ``escalate``
+        (``{"from", "to", "reason"}``: what was written so far is void) and the larger route's deltas.
+        """
         try:
-            if not run.cached:
-                async for event in self._generate(run, deadline):
-                    if "delta" in event:
-                        yield sse("delta", {"text": event["delta"]})
-                    else:
-                        yield sse("retry", {"attempt": 2, "error": event["retry"]})
+            while not run.cached:
+                try:
+                    async for event in self._generate(run, deadline):
+                        if "delta" in event:
+                            yield sse("delta", {"text": event["delta"]})
+                        else:
+                            yield sse("retry", {"attempt": 2, "error": event["retry"]})
+                    break
+                except ApiError as err:
+                    if not self._escalate(run, err):
+                        raise
+                    yield sse("escalate", {"from": run.escalated_from, "to": run.route.name,
+                                           "reason": "invalid_output"})
             response = self._finish(run)
         except ApiError as err:
             if err.body.error.code != "invalid_output":

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
 
 import pytest
 import pytest_asyncio
 
-from bench.standin import ChatStandIn
-from services.reasoning.backends.openai_http import OpenAIBackend
 from support import eventually_async, free_port, job_finished
+from support.answering import answer_json, answering
 from support.apps import asgi_client, gateway_app, parse_sse
-from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 DOCS = [
@@ -35,12 +32,6 @@ DOCS = [
 ]
 
 
-def answer_json(answerable: bool, answer: str, evidence: list) -> dict:
-    """A scripted answer as the stand-in streams it (in a few pieces, as a backend would)."""
-    text = json.dumps({"answerable": answerable, "answer": answer, "evidence": evidence}, ensure_ascii=False)
-    return {"chunks": [text[i:i + 7] for i in range(0, len(text), 7)]}
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def catalog(embedding_service, retrieval_port):
     """Collection "policies" holding DOCS; the (embedding, retrieval) ports."""
@@ -50,25 +41,6 @@ async def catalog(embedding_service, retrieval_port):
         job = (await http.post("/v1/collections/policies/documents", json={"documents": DOCS})).json()
         assert (await job_finished(http, f"/v1/jobs/{job['id']}"))["state"] == "succeeded"
     return embedding_service.port, retrieval_port
-
-
-@asynccontextmanager
-async def answering(catalog, script: list[dict], embedding: int | None = None, reasoning: dict | None = None,
-                    **settings):
-    """The gateway (ASGI) over the catalog and a reasoning service (``reasoning``: its settings) whose LLM
-    follows ``script``; and the stand-in."""
-    standin = ChatStandIn(script)
-    try:
-        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True,
-                                     **(reasoning or {})) as svc:
-            # The relevance decision is off unless a test sets it: the model under test is the scripted one,
-            # which answers at once (so derived queries need no minimum budget either).
-            app = gateway_app(embedding or catalog[0], catalog[1], reasoning_targets=f"127.0.0.1:{svc.port}",
-                              **{"answer_min_relevance": 0.0, "expand_min_s": 0.0, **settings})
-            async with asgi_client(app) as http:
-                yield http, standin
-    finally:
-        standin.close()
 
 
 def prompt_of(request: dict) -> str:
