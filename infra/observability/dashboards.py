@@ -363,6 +363,14 @@ def services() -> dm.Dashboard:
               "[$__interval]))", "{{key}} {{route}}"),
              ('sum by (key, period) (increase(mesh_gateway_quota_refused_total{job="gateway"}[$__interval]))'
               " or vector(0)", "refused {{key}} per {{period}}")], units.Short, span=8, bars=True))
+        .with_panel(timeseries_panel(
+            "Answer cache and escalations", "Semantic answer cache lookups per interval by outcome (hit: served "
+            "without the model; refused: a close question code found to ask something else), and outputs of a "
+            "cheaper route refused by code and asked of the larger one.",
+            [('sum by (event) (increase(mesh_gateway_answer_cache_total{job="gateway"}[$__interval]))',
+              "cache {{event}}"),
+             ('sum by (feature, reason) (increase(mesh_gateway_escalations_total{job="gateway"}[$__interval]))'
+              " or vector(0)", "escalated {{feature}} {{reason}}")], units.Short, span=8, bars=True))
         .with_row(db.Row("OCR"))
         .with_panel(timeseries_panel(
             "Fallback rate", "Pages Tesseract failed on / all pages read.",
