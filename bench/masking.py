@@ -35,6 +35,8 @@ import numpy as np
 
 from bench.common import ROOT, md_table, start_service, stop_service
 from bench.masking_set import CONDITIONS, Entity, MaskingSample, build
+from bench.picture_set import MASKED_KINDS, PictureSample
+from bench.picture_set import build as build_pictures
 from bench.report import write_result
 
 Box = tuple[int, int, int, int]
@@ -85,7 +87,46 @@ def score_page(gold: list[Entity], found: list[tuple[Box, list[Box]]], size: tup
     return {"gold": len(gold), "found": hits, "ious": ious, "masks": len(masks), "stray": stray, "kinds": kinds}
 
 
-def run_mesh(samples: list[MaskingSample], engines: int) -> tuple[list[dict], dict[str, Any]]:
+def score_pictures(samples: list[PictureSample], scores: list[dict]) -> dict[str, Any]:
+    """Photos masked (≥ 90 % of the photo's box under picture findings), other pictures masked (≥ 10 %), stray."""
+    photos = found = others = others_masked = stray = findings = 0
+    by_kind: dict[str, list[int]] = {}
+    for s, sc in zip(samples, scores, strict=True):
+        boxes = [b for _, b in sc["pictures"]]
+        findings += len(boxes)
+        for p in s.pictures:
+            k = by_kind.setdefault(p.kind, [0, 0])
+            k[0] += 1
+            if p.kind in MASKED_KINDS:
+                photos += 1
+                ok = covered(p.box, boxes, s.image.size) >= 0.9
+                found += ok
+            else:
+                others += 1
+                ok = covered(p.box, boxes, s.image.size) >= 0.1
+                others_masked += ok
+            k[1] += ok
+        stray += sum(overlap_share(b, [p.box for p in s.pictures if p.kind in MASKED_KINDS]) < 0.1 for b in boxes)
+    return {"photos": photos, "photos_masked": found, "recall": found / max(1, photos), "others": others,
+            "others_masked": others_masked, "others_share": others_masked / max(1, others), "findings": findings,
+            "stray": stray, "by_kind": by_kind}
+
+
+def save_example(name: str, before: Any, after: bytes, out: Path) -> None:
+    """A page before and after masking (its top 60 %, half size) for the docs: ``<out>/masking-{before,after}.png``."""
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for label, img in (("before", before), ("after", Image.open(io.BytesIO(after)))):
+        img = img.convert("RGB")
+        img = img.crop((0, 0, img.width, int(img.height * 0.6)))
+        img.resize((img.width // 2, img.height // 2), Image.Resampling.LANCZOS).save(out / f"masking-{label}.png",
+                                                                                       optimize=True)
+    print(f"[bench] example page {name} saved in {out}", flush=True)
+
+
+def run_mesh(samples: list[Any], engines: int, *ocr_args: str, example: str = "",
+             example_out: Path | None = None) -> tuple[list[dict], dict[str, Any]]:
     """Each page as a masking job through a gateway; the findings and timings."""
     import httpx
 
@@ -100,7 +141,7 @@ def run_mesh(samples: list[MaskingSample], engines: int) -> tuple[list[dict], di
     extract_first: list[float] = []
     extract_repeat: list[float] = []
     try:
-        ocr, ocr_port = start_service("services.ocr", "--redis-url", redis_url, "--engines", str(engines))
+        ocr, ocr_port = start_service("services.ocr", "--redis-url", redis_url, "--engines", str(engines), *ocr_args)
         procs.append(ocr)
         gw, gw_port = start_service("gateway", "--ocr-target", f"127.0.0.1:{ocr_port}")
         procs.append(gw)
@@ -117,7 +158,9 @@ def run_mesh(samples: list[MaskingSample], engines: int) -> tuple[list[dict], di
                     time.sleep(0.01)
                 assert body["state"] == "succeeded", body
                 page = body["result"]["pages"][0]
-                http.get(page["png_url"]).raise_for_status()
+                shot = http.get(page["png_url"])
+                shot.raise_for_status()
+                page["_png"] = shot.content
                 return page, time.perf_counter() - t
 
             crop = samples[0].image.crop((0, 0, samples[0].image.width, samples[0].image.height // 2))
@@ -129,8 +172,11 @@ def run_mesh(samples: list[MaskingSample], engines: int) -> tuple[list[dict], di
             for s in samples:
                 data = base64.b64encode(s.png()).decode()
                 page, took = job(data)
+                if s.name == example and example_out is not None:
+                    save_example(s.name, s.image, page["_png"], example_out)
                 found = [(tuple(e["box"]), [tuple(m) for m in e["masked"]]) for e in page["entities"]]
                 scores.append(score_page(s.entities, found, s.image.size))  # type: ignore[arg-type]
+                scores[-1]["pictures"] = [(p["kind"], tuple(p["box"])) for p in page.get("pictures", [])]
                 job_s.append(took)
                 again, took = job(data)
                 assert again["cached"], "the repeated upload was read again"
@@ -207,10 +253,20 @@ def main() -> None:
     parser.add_argument("--per-condition", type=int, default=8)
     parser.add_argument("--engines", type=int, default=2, help="the OCR service's Tesseract engines")
     parser.add_argument("--no-presidio", action="store_true")
+    parser.add_argument("--no-fit", action="store_true", help="OCR's boxes as read (the OCR service's --no-fit-masks)")
+    parser.add_argument("--example", default="", help="a picture page's name (e.g. clean-photo-00) to save before "
+                                                        "and after masking into docs/screenshots/")
+    parser.add_argument("--pictures", type=int, default=7, help="pages per condition of bench/picture_set.py")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     samples = build(args.split, args.per_condition)
-    mesh, timing = run_mesh(samples, args.engines)
+    with_pictures = build_pictures(args.split, args.pictures) if args.pictures else []
+    mesh, timing = run_mesh(samples + with_pictures, args.engines,  # type: ignore[operator]
+                            *(["--no-fit-masks"] if args.no_fit else []), example=args.example,
+                            example_out=ROOT / "docs" / "screenshots")
+    picture_scores, mesh = mesh[len(samples):], mesh[:len(samples)]
+    picture_time = timing["job_s"][len(samples):]
+    timing = {k: v[:len(samples)] for k, v in timing.items()}
     pres, p_times = run_presidio(samples) if not args.no_presidio else ([], [])
     rows: list[list[str]] = []
     per: dict[str, Any] = {}
@@ -264,10 +320,30 @@ def main() -> None:
              f"{statistics.median(p_times):.2f}" if p_times else "-", ""],
         ]),
     ]
+    pics = score_pictures(with_pictures, picture_scores) if with_pictures else None
+    if pics is not None:
+        prow = []
+        for condition in CONDITIONS:
+            idx = [i for i, s in enumerate(with_pictures) if s.condition == condition]
+            c = score_pictures([with_pictures[i] for i in idx], [picture_scores[i] for i in idx])
+            prow.append([condition, f"{c['photos_masked']}/{c['photos']}", f"{c['others_masked']}/{c['others']}",
+                         str(c["stray"])])
+        prow.append(["**all**", f"**{pics['photos_masked']}/{pics['photos']}** ({pics['recall']:.1%})",
+                     f"{pics['others_masked']}/{pics['others']} ({pics['others_share']:.1%})", str(pics["stray"])])
+        body += ["", f"Photos (bench/picture_set.py, split {args.split}, {args.pictures} pages per condition: "
+                 "ID photos cut from matplotlib's sample pictures or drawn, logos, charts, signatures and pages "
+                 "without a picture under a résumé header; masked when ≥ 90 % of a photo's box is under the "
+                 "page's picture findings, a logo, chart or signature masked when ≥ 10 % of it is):", "",
+                 md_table(["condition", "photos masked", "logos, charts, signatures masked",
+                           "picture findings on no photo"], prow), "",
+                 "By kind (masked / on the pages): " + ", ".join(f"{k} {m}/{n}" for k, (n, m) in
+                                                                 sorted(pics["by_kind"].items())) + ".",
+                 f"Masking job per page with a picture, p50: {statistics.median(picture_time):.2f} s."]
     name = "masking" if args.split == "report" else "masking_tune"
     print(write_result(name, "Personal data on résumé images", body, {
         "split": args.split, "per_condition": args.per_condition, "conditions": per, "mesh": total_m,
-        "presidio": total_p, "kinds": kinds, "timing": timing, "presidio_s": p_times}, out=args.out))
+        "presidio": total_p, "kinds": kinds, "timing": timing, "presidio_s": p_times, "pictures": pics,
+        "picture_job_s": picture_time}, out=args.out))
 
 
 if __name__ == "__main__":

@@ -138,6 +138,14 @@ def _rotate(img: Image.Image, entities: list[Entity], angle: float) -> tuple[Ima
 def sample(i: int, condition: str, rng: random.Random) -> MaskingSample:
     """Page ``i`` of a split under ``condition``."""
     text, gold = pii_page(rng)
+    img, entities = drawn(text, gold, condition, rng)
+    img, entities = scanned(img, entities, condition, rng)
+    return MaskingSample(f"{condition}-{i:02d}", condition, img, text, entities)
+
+
+def drawn(text: str, gold: list[tuple[str, int, int]], condition: str,
+          rng: random.Random) -> tuple[Image.Image, list[Entity]]:
+    """The page drawn in the condition's font size and colours, before the scan."""
     size = rng.randint(15, 17) if condition == "small" else rng.randint(22, 30)
     font = ImageFont.truetype(str(FONT_DIR / rng.choice(FONTS)), size)
     fg, bg = (20, 20, 20), (255, 255, 255)
@@ -146,7 +154,12 @@ def sample(i: int, condition: str, rng: random.Random) -> MaskingSample:
         tint = rng.choice([(0, 0, 0), (8, 4, -6), (-6, 0, 8)])
         bg = tuple(base + t for t in tint)  # type: ignore[assignment]
         fg = tuple(base - rng.randint(60, 85) + t for t in tint)  # type: ignore[assignment]
-    img, entities = render(text, gold, font, fg=fg, bg=bg)
+    return render(text, gold, font, fg=fg, bg=bg)
+
+
+def scanned(img: Image.Image, entities: list[Entity], condition: str,
+            rng: random.Random) -> tuple[Image.Image, list[Entity]]:
+    """The drawn page as the condition's scan or photo makes it (boxes follow the page)."""
     if condition == "noise":
         img = _noise(img.convert("L").point(lambda v: v * 0.9 + 12), rng, rng.uniform(8, 14))
         a = np.asarray(img).copy()
@@ -168,7 +181,7 @@ def sample(i: int, condition: str, rng: random.Random) -> MaskingSample:
         img = _noise(img, rng, rng.uniform(3, 7))
     elif condition == "low_contrast":
         img = _noise(img, rng, rng.uniform(2, 5))
-    return MaskingSample(f"{condition}-{i:02d}", condition, img, text, entities)
+    return img, entities
 
 
 def build(split: str = "tune", per_condition: int = 6, conditions: tuple[str, ...] = CONDITIONS) -> list[MaskingSample]:

@@ -6,7 +6,7 @@ The enum maps between the contract's names (``queued``, ``tesseract`` …) and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import grpc
@@ -156,6 +156,7 @@ class MaskedPage:
     mean_confidence: float
     fallback_reason: str
     ms: float
+    pictures: list[MaskedEntity] = field(default_factory=list)  # photos and faces, each masked whole
 
 
 @dataclass(frozen=True)
@@ -167,11 +168,12 @@ class Masking:
     company_lines: bool = False
     threshold: float | None = None
     masked_png: bool = False
+    pictures: bool = True  # find and mask photos and faces too
 
     def to_proto(self) -> pb.MaskingOptions:
         """The contract's message."""
         out = pb.MaskingOptions(kinds=list(self.kinds), keep=self.keep, company_lines=self.company_lines,
-                                masked_png=self.masked_png)
+                                masked_png=self.masked_png, skip_pictures=not self.pictures)
         if self.threshold is not None:
             out.threshold = self.threshold
         return out
@@ -182,7 +184,9 @@ def masked_page_from_proto(p: pb.MaskedPage) -> MaskedPage:
     return MaskedPage(index=p.index, image_size=(p.image_width, p.image_height), has_png=p.has_png, cached=p.cached,
                       mean_confidence=p.mean_confidence, fallback_reason=p.fallback_reason, ms=p.total_ns / 1e6,
                       entities=[MaskedEntity(e.kind, e.score, e.rule, e.text, _box(e.box),
-                                             tuple(_box(b) for b in e.masked)) for e in p.entities])
+                                             tuple(_box(b) for b in e.masked)) for e in p.entities],
+                      pictures=[MaskedEntity(e.kind, e.score, e.rule, e.text, _box(e.box),
+                                             tuple(_box(b) for b in e.masked)) for e in p.pictures])
 
 
 @dataclass(frozen=True)

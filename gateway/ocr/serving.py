@@ -59,7 +59,9 @@ def masking_view(job: Job, pages: list[MaskedPage] | None = None) -> api.Masking
             mean_confidence=round(p.mean_confidence, 2), fallback_reason=p.fallback_reason, ms=round(p.ms, 2),
             png_url=f"/v1/masking/jobs/{job.id}/pages/{p.index}.png" if p.has_png else None,
             entities=[api.MaskedEntity(kind=e.kind, score=round(e.score, 3), rule=e.rule, text=e.text,  # type: ignore[arg-type]
-                                       box=list(e.box), masked=[list(b) for b in e.masked]) for e in p.entities])
+                                       box=list(e.box), masked=[list(b) for b in e.masked]) for e in p.entities],
+            pictures=[api.MaskedPicture(kind=e.kind, score=round(e.score, 3), box=list(e.box))  # type: ignore[arg-type]
+                      for e in p.pictures])
             for p in pages])
     return out
 
@@ -118,7 +120,7 @@ class Ocr:
         """Decode the uploads, then queue a masking job."""
         contents = _decode(body.documents)
         masking = Masking(kinds=tuple(body.kinds or ()), keep=body.keep, company_lines=body.company_lines,
-                          threshold=body.threshold, masked_png=body.masked_png)
+                          threshold=body.threshold, masked_png=body.masked_png, pictures=body.pictures)
         options = Options(languages=body.languages or "", fallback=False, deskew=body.deskew)
         try:
             return masking_view(await self.client.submit_masking_job(contents, masking, options,

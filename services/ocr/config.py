@@ -65,6 +65,13 @@ class OcrSettings(ServiceSettings):
     png_bytes_per_page: int = Field(1024 * 1024, ge=0, description="what a masked page's PNG is counted as at "
                                                                    "admission against --max-store-bytes (a masking "
                                                                    "job that asks for PNGs stores one per page)")
+    reread_labels: bool = Field(True, description="masking: read a labelled line again (one line, the kind's "
+                                                  "characters only) where the first read found no value after "
+                                                  "its label (이메일, 연락처, 주민등록번호 …)")
+    fit_masks: bool = Field(True, description="fit masking boxes to the ink of their characters (trimmed, or grown "
+                                              "through a character the box cuts); off: OCR's boxes as read")
+    mask_margin_px: int = Field(2, ge=0, le=50, description="pixels a masked box is grown by on every side, beyond "
+                                                           "the ink it was fitted to")
     png_ttl_s: int = Field(3600, ge=60, description="how long a masking job's masked PNGs are kept after the last "
                                                     "one was written (their own TTL, shorter than the job's: the "
                                                     "findings stay for --job-ttl-s)")

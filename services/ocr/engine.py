@@ -210,6 +210,25 @@ class TesseractPool:
         return Recognition(text=text, mean_confidence=mean if text else 0.0, lines=lines,
                            word_confidences=[c for _, c in words], words=words)
 
+    def read_line(self, image: Image.Image, whitelist: str, languages: str = "eng") -> list[Word]:
+        """The words of one line of text (page segmentation: a single line), only ``whitelist``'s characters.
+
+        For re-reading a value where a label says one should be (services/ocr/rereads.py); the engine's
+        settings are put back before it returns to the pool.
+        """
+        with self.engine(languages) as api:
+            api.SetPageSegMode(tesserocr.PSM.SINGLE_LINE)
+            api.SetVariable("tessedit_char_whitelist", whitelist)
+            try:
+                api.SetImage(image)
+                api.Recognize()
+                text = api.GetUTF8Text().strip()
+                lines = _walk(api.GetIterator(), []) if text else []
+            finally:
+                api.SetVariable("tessedit_char_whitelist", "")
+                api.SetPageSegMode(self.psm)
+        return [w for ln in lines for w in ln.words]
+
     def close(self) -> None:
         """Release every engine."""
         for q in [self._free, *self._extra.values()]:

@@ -47,8 +47,10 @@ from services.ocr.extractor import ExtractOptions, Extractor, PageResult
 from services.ocr.filereader import layer_page
 from services.ocr.files import read_pdf
 from services.ocr.imaging import is_pdf
-from services.ocr.masking import Located, locate, masked_png
+from services.ocr.masking import FIT_MAX_SKEW, Located, fitted, locate, masked_png
+from services.ocr.pictures import find as find_pictures
 from services.ocr.pii.detector import Policy
+from services.ocr.rereads import reread
 from services.ocr.results import page_from_json, page_to_json
 from services.runtime.jobs import (
     JOB_ID,
@@ -91,8 +93,12 @@ class JobStore:
                  workers: int, timeout_s: float = 2.0, max_store_bytes: int = 256 * 1024 * 1024,
                  lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
                  cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "",
-                 png_bytes_per_page: int = 1024 * 1024, png_ttl_s: int = 3600) -> None:
+                 png_bytes_per_page: int = 1024 * 1024, png_ttl_s: int = 3600, mask_margin_px: int = 2,
+                 fit_masks: bool = True, reread_labels: bool = True) -> None:
         self.extractor = extractor
+        self.reread_labels = reread_labels
+        self.mask_margin_px = mask_margin_px
+        self.fit_masks = fit_masks
         self.ttl_s = ttl_s
         self.max_pages = max_pages
         self.max_store_bytes = max_store_bytes
@@ -261,6 +267,7 @@ class JobStore:
         """A masking job: every page read, its personal data located, the masked PNG rendered if asked."""
         masking = dict(record.meta.get("masking") or {})
         png = bool(masking.pop("masked_png", False))
+        with_pictures = bool(masking.pop("pictures", True))
         policy = Policy(kinds=tuple(masking.get("kinds") or ()) or Policy().kinds,
                         threshold=masking.get("threshold", Policy().threshold),
                         company_lines=bool(masking.get("company_lines")), keep=bool(masking.get("keep")))
@@ -268,9 +275,15 @@ class JobStore:
         def work(page: PageResult, image: Image.Image | None) -> tuple[dict, bytes | None]:
             t = time.perf_counter_ns()
             found = locate(page, policy)
-            rendered = masked_png(image, found) if png and image is not None else None
+            if self.reread_labels and image is not None and page.lines:
+                found += reread(page, image, found, self.extractor.pool, policy)
+            # A turned page keeps OCR's boxes: its ink does not lie in upright rows.
+            if self.fit_masks and image is not None and abs(page.skew_degrees) < FIT_MAX_SKEW:
+                found = fitted(image, found, grow=not policy.keep)
+            shown = pictures_on(page, image) if with_pictures and image is not None else []
+            rendered = masked_png(image, found + shown, self.mask_margin_px) if png and image is not None else None
             took = page.timings.get("total_ns", 0) * (not page.cached) + time.perf_counter_ns() - t
-            return masked_view(page, found, rendered is not None, took), rendered
+            return masked_view(page, found, rendered is not None, took, shown), rendered
 
         async def store(pages: list[PageResult], images: dict[int, Image.Image]) -> None:
             done = await asyncio.gather(*(asyncio.to_thread(work, p, images.get(p.index)) for p in pages))
@@ -279,7 +292,8 @@ class JobStore:
             await ctx.write_part(PNG, {str(p.index): image for p, (_, image) in zip(pages, done, strict=True)
                                        if image is not None})
 
-        await self._each_page(record, payload, ctx, MASKED, store, need_images=png)
+        # Images always: boxes are fitted to the ink, and photos found by their pixels.
+        await self._each_page(record, payload, ctx, MASKED, store, need_images=True)
 
     async def _each_page(self, record: JobRecord, payload: bytes, ctx: JobContext, part: str,
                          store: Callable[[list[PageResult], dict[int, Image.Image]], Awaitable[None]],
@@ -355,8 +369,15 @@ class JobStore:
                 await asyncio.sleep(err.retry_after_s)
 
 
-def masked_view(page: PageResult, found: list[Located], has_png: bool, total_ns: int) -> dict:
-    """A masking job's stored result of one page."""
+def masked_view(page: PageResult, found: list[Located], has_png: bool, total_ns: int,
+                shown: list[Located] | None = None) -> dict:
+    """A masking job's stored result of one page (``shown``: its photos and faces)."""
     return {"index": page.index, "image_size": list(page.image_size), "has_png": has_png, "cached": page.cached,
             "mean_confidence": page.mean_confidence, "fallback_reason": page.fallback_reason,
-            "total_ns": total_ns, "entities": [asdict(f) for f in found]}
+            "total_ns": total_ns, "entities": [asdict(f) for f in found], "pictures": [asdict(f) for f in shown or []]}
+
+
+def pictures_on(page: PageResult, image: Image.Image) -> list[Located]:
+    """The page's photos and faces (services/ocr/pictures.py) as findings masked whole."""
+    words = [w.box for ln in page.lines for w in ln.words]
+    return [Located(p.kind, p.score, "pixels", "", p.box, [p.box]) for p in find_pictures(image, words)]

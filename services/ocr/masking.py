@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
+import numpy as np
 from PIL import Image, ImageDraw
 
 from services.ocr.engine import Box, Word
@@ -166,6 +167,105 @@ def _hidden_runs(boxes: list[Box | None], text: str, hidden: str, shown: set[int
         elif hidden[i] != text[i] or run:
             run.append(box)
     return out + (_per_line(run) if run else [])
+
+
+FIT_MAX_SKEW = 0.5  # degrees: a page turned more keeps OCR's boxes (its ink does not lie in upright rows)
+INK_PAD = 1  # pixels around the ink of a fitted box
+GLYPH_GAP = 2  # pixels of paper inside one character a box's edge may cross (its strokes are closer)
+
+
+def _ink(crop: np.ndarray) -> np.ndarray:
+    """Which pixels of a grey crop are ink: darker than Otsu's split after a 3x3 median (noise is not ink).
+
+    None when the crop is one tone (paper only, or ink only).
+    """
+    import cv2
+
+    crop = cv2.medianBlur(np.ascontiguousarray(crop, dtype=np.uint8), 3)
+    lo, hi = float(crop.min()), float(crop.max())
+    if hi - lo < 40:  # paper only, or ink only: nothing to fit to
+        return np.zeros(crop.shape, bool)
+    split, _ = cv2.threshold(crop, 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)
+    return crop < split
+
+
+def _run(profile: np.ndarray, start: int, end: int, gap: int, grow: bool = True) -> tuple[int, int] | None:
+    """The span of ``profile`` (ink per row or column) around ``[start, end)``, or None when it holds no ink.
+
+    Trimmed to the ink inside, then grown while more ink follows within ``gap``.
+    """
+    inside = np.flatnonzero(profile[start:end])
+    if inside.size == 0:
+        return None
+    lo, hi = start + int(inside[0]), start + int(inside[-1]) + 1
+    while grow:  # grow while ink resumes within ``gap``
+        before = np.flatnonzero(profile[max(0, lo - gap):lo])
+        if before.size == 0:
+            break
+        lo = max(0, lo - gap) + int(before[0])
+    while grow:
+        after = np.flatnonzero(profile[hi:hi + gap])
+        if after.size == 0:
+            break
+        hi = hi + int(after[-1]) + 1
+    return lo, hi
+
+
+def fit(grey: np.ndarray, box: Box, grow: bool = True) -> Box:
+    """``box`` trimmed or grown to the ink of its characters (a projection of the binarised surroundings).
+
+    Rows: the ink rows around the box's own, grown across gaps under a fifth of its height (a line's
+    accents and descenders, not the next line, which a line gap keeps apart), at most half a height.
+    Columns, within those rows: trimmed to the ink, and grown only through a character the box's edge
+    cuts (gaps of :data:`GLYPH_GAP` pixels: the space between two characters, let alone two words,
+    is wider), at most two heights; with ``grow`` false only trimmed (a partial mask must not spread
+    over the characters the policy keeps readable). The box is unchanged where its surroundings hold no
+    ink.
+    """
+    x, y, w, h = (int(v) for v in box)
+    top, left = max(0, y - max(2, h // 2)), max(0, x - 2 * h)
+    crop = grey[top:min(grey.shape[0], y + h + max(2, h // 2)), left:min(grey.shape[1], x + w + 2 * h)]
+    if crop.size == 0:
+        return box
+    ink = _ink(crop)
+    cols = slice(x - left, x - left + w)
+    # A row counts with 2 % of the box's width in ink (a stray dot does not), a column with 2 pixels.
+    row_ink = ink[:, cols].sum(axis=1) >= max(2, w // 50)
+    rows = _run(row_ink, y - top, y - top + h, max(1, h // 5))
+    if rows is None:
+        return box
+    span = _run(ink[rows[0]:rows[1]].sum(axis=0) >= 2, x - left, x - left + w, GLYPH_GAP, grow)
+    if span is None:
+        return box
+    # One pixel around the ink (its anti-aliased edge; on the masking tune split 1 px gave 94.8 % of boxes
+    # at IoU >= 0.8, the bare ink 89.1 %, a tenth of the height 85.8 %).
+    out = (left + span[0] - INK_PAD, top + rows[0] - INK_PAD, span[1] - span[0] + 2 * INK_PAD,
+           rows[1] - rows[0] + 2 * INK_PAD)
+    # Kept only where it stays the same piece of ink: a fit that moved off the box is a misreading of the page.
+    return out if _iou(out, (x, y, w, h)) >= 0.5 else box
+
+
+def _iou(a: Box, b: Box) -> float:
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    inter = max(0, w) * max(0, h)
+    return inter / max(1, a[2] * a[3] + b[2] * b[3] - inter)
+
+
+def fitted(image: Image.Image, found: list[Located], grow: bool = True) -> list[Located]:
+    """Every finding's box and masked boxes fitted to the ink (:func:`fit`); the page read once as grey.
+
+    ``grow`` false (a ``keep`` policy): masked boxes are only trimmed.
+    """
+    if not found:
+        return found
+    grey = np.asarray(image.convert("L"))
+    out = []
+    for f in found:
+        masked = [fit(grey, b, grow) for b in f.masked]
+        box = fit(grey, f.box) if not grow or not masked else union(masked)
+        out.append(Located(f.kind, f.score, f.rule, f.text, box, masked))
+    return out
 
 
 def masked_png(image: Image.Image, found: list[Located], pad: int = 2) -> bytes:

@@ -109,7 +109,9 @@ async def create_ocr_service(
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,
                     tracer_provider=tracer_provider, cache_ttl_s=settings.ocr_cache_ttl_s,
                     cache_revision=engine_revision(settings, reader), cache_redis_url=settings.cache_redis_url,
-                    png_bytes_per_page=settings.png_bytes_per_page, png_ttl_s=settings.png_ttl_s)
+                    png_bytes_per_page=settings.png_bytes_per_page, png_ttl_s=settings.png_ttl_s,
+                    mask_margin_px=settings.mask_margin_px, fit_masks=settings.fit_masks,
+                    reread_labels=settings.reread_labels)
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(

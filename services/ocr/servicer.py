@@ -52,9 +52,13 @@ def masked_page_to_proto(page: dict) -> pb.MaskedPage:
         index=page["index"], image_width=page["image_size"][0], image_height=page["image_size"][1],
         has_png=page["has_png"], cached=page["cached"], mean_confidence=page["mean_confidence"],
         fallback_reason=page["fallback_reason"], total_ns=page["total_ns"],
-        entities=[pb.MaskedEntity(kind=e["kind"], score=e["score"], rule=e["rule"], text=e["text"],
-                                  box=box_to_proto(e["box"]), masked=[box_to_proto(b) for b in e["masked"]])
-                  for e in page["entities"]])
+        entities=[_masked_entity(e) for e in page["entities"]],
+        pictures=[_masked_entity(e) for e in page.get("pictures", [])])
+
+
+def _masked_entity(e: dict) -> pb.MaskedEntity:
+    return pb.MaskedEntity(kind=e["kind"], score=e["score"], rule=e["rule"], text=e["text"],
+                           box=box_to_proto(e["box"]), masked=[box_to_proto(b) for b in e["masked"]])
 
 
 def job_to_proto(job: dict) -> pb.Job:
@@ -96,7 +100,7 @@ def masking_policy(m: pb.MaskingOptions) -> dict:
     if bad:
         raise InvalidInput("invalid masking options", bad)
     return {"kinds": list(m.kinds), "threshold": threshold, "keep": m.keep, "company_lines": m.company_lines,
-            "masked_png": m.masked_png}
+            "masked_png": m.masked_png, "pictures": not m.skip_pictures}
 
 
 def joined(pages: list[PageResult]) -> str:

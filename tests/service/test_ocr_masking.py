@@ -214,3 +214,54 @@ async def test_a_masking_job_survives_its_service_restarting_mid_job(redis_url):
         assert [p["index"] for p in result] == [0, 1, 2] and all(p["entities"] for p in result)
         for i in range(3):
             assert (await second.jobs.masked_page(job["job_id"], i)).startswith(b"\x89PNG")
+
+
+def with_header(page: Image.Image, picture: Image.Image, at: tuple[int, int]) -> Image.Image:
+    """The page under a 300-pixel header band holding ``picture`` at ``at`` (as a résumé's ID photo sits)."""
+    out = Image.new("RGB", (page.width, page.height + 300), (255, 255, 255))
+    out.paste(page.convert("RGB"), (0, 300))
+    out.paste(picture, at)
+    return out
+
+
+def id_photo(seed: int = 3) -> Image.Image:
+    """A photograph-like picture made here: a smooth random field of many tones, 180 x 240."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    grey = rng.normal(0, 1, (16, 12, 1))
+    field = (grey - grey.min()) / (grey.max() - grey.min()) * 235 + 10 + rng.normal(0, 8, (16, 12, 3))
+    return Image.fromarray(field.clip(0, 255).astype("uint8")).resize((180, 240), Image.Resampling.BICUBIC)
+
+
+def bar_chart() -> Image.Image:
+    """A skills chart: axes and four solid bars on white (ink on paper, not a photograph)."""
+    from PIL import ImageDraw
+
+    chart = Image.new("RGB", (260, 170), (255, 255, 255))
+    draw = ImageDraw.Draw(chart)
+    draw.line((20, 150, 250, 150), fill=(0, 0, 0), width=2)
+    draw.line((20, 10, 20, 150), fill=(0, 0, 0), width=2)
+    for k, height in enumerate((120, 80, 100, 50)):
+        draw.rectangle((40 + 52 * k, 150 - height, 70 + 52 * k, 149), fill=(31, 119, 180))
+    return chart
+
+
+async def test_an_id_photo_is_masked_whole_and_a_chart_is_not(mesh):
+    http, _, _ = mesh
+    page = with_header(PAGES["clean-00"].image, id_photo(), (980, 30))
+    page.paste(bar_chart(), (80, 60))
+    r = await http.post("/v1/masking/jobs", json={"documents": [{"content_base64": b64(png(page))}],
+                                                  "masked_png": True})
+    job = await job_finished(http, r.headers["Location"], timeout_s=60)
+    result = job["result"]["pages"][0]
+    photos = [p for p in result["pictures"] if p["kind"] == "photo"]
+    assert len(result["pictures"]) == 1 and len(photos) == 1, result["pictures"]
+    x, y, w, h = photos[0]["box"]
+    assert x <= 985 and y <= 35 and x + w >= 1155 and y + h >= 265, photos[0]["box"]  # the whole photo
+    masked = Image.open(io.BytesIO((await http.get(result["png_url"])).content)).convert("L")
+    assert masked.getpixel((1070, 150)) == 0 and masked.getpixel((150, 140)) != 0  # photo black, chart kept
+    r = await http.post("/v1/masking/jobs", json={"documents": [{"content_base64": b64(png(page))}],
+                                                  "pictures": False})
+    job = await job_finished(http, r.headers["Location"], timeout_s=60)
+    assert job["result"]["pages"][0]["pictures"] == []
