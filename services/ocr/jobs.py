@@ -280,7 +280,7 @@ class JobStore:
             # A turned page keeps OCR's boxes: its ink does not lie in upright rows.
             if self.fit_masks and image is not None and abs(page.skew_degrees) < FIT_MAX_SKEW:
                 found = fitted(image, found, grow=not policy.keep)
-            shown = pictures_on(page, image) if with_pictures and image is not None else []
+            shown = pictures_on(image) if with_pictures and image is not None else []
             rendered = masked_png(image, found + shown, self.mask_margin_px) if png and image is not None else None
             took = page.timings.get("total_ns", 0) * (not page.cached) + time.perf_counter_ns() - t
             return masked_view(page, found, rendered is not None, took, shown), rendered
@@ -377,7 +377,6 @@ def masked_view(page: PageResult, found: list[Located], has_png: bool, total_ns:
             "total_ns": total_ns, "entities": [asdict(f) for f in found], "pictures": [asdict(f) for f in shown or []]}
 
 
-def pictures_on(page: PageResult, image: Image.Image) -> list[Located]:
+def pictures_on(image: Image.Image) -> list[Located]:
     """The page's photos and faces (services/ocr/pictures.py) as findings masked whole."""
-    words = [w.box for ln in page.lines for w in ln.words]
-    return [Located(p.kind, p.score, "pixels", "", p.box, [p.box]) for p in find_pictures(image, words)]
+    return [Located(p.kind, p.score, "pixels", "", p.box, [p.box]) for p in find_pictures(image)]

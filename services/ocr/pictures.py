@@ -11,8 +11,10 @@ thin strokes, most of their box paper), a photograph covers its box densely with
 3. blocks of :data:`BLOCK` pixels whose share of *on* pixels is at least :data:`DENSE` are joined
    into regions (a closing, then holes filled);
 4. a region at least :data:`MIN_SIDE` blocks on each side is a **photo** when its box is at least
-   :data:`FILL` on, its on pixels' tones spread over at least :data:`TONES` bits (the entropy of a
-   32-bin histogram) and OCR's words cover under :data:`TEXT` of it;
+   :data:`FILL` on and its on pixels' tones spread over at least :data:`TONES` bits (the entropy of a
+   32-bin histogram); it is masked one block beyond its box on every side (a photo's edge blocks are
+   not all dense). OCR's words are not asked: Tesseract reads "words" inside photos, and on the tune
+   split no text, chart or logo came near the fill a photo has;
 5. **faces** (OpenCV's bundled frontal-face Haar cascade, ``cv2.data``) outside every photo are
    findings of their own (a face in a phone photo of a page, a portrait without a frame).
 
@@ -38,7 +40,6 @@ DENSE = 0.5  # share of on pixels that makes a block dense
 MIN_SIDE = 5  # a region's least side, in blocks (40 px scaled: about 80 px on an A4 page at 150 dpi)
 FILL = 0.7  # share of a photo's box that is on (photos 0.83-0.96, logos and charts 0.44-0.6 on tune)
 TONES = 3.3  # entropy (bits, 32 bins) of a photo's tones (photos 3.75-4.35, dense logos and charts 1.3-2.85)
-TEXT = 0.3  # largest share of a photo's box OCR's words may cover
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,8 @@ def _inside(a: Box, b: Box) -> float:
     return max(0, w) * max(0, h) / max(1, a[2] * a[3])
 
 
-def find(image: Image.Image, words: list[Box] | None = None, *, faces: bool = True) -> list[Picture]:
-    """The photos and faces of a page image; ``words``: OCR's word boxes (in the image's pixels), if known."""
+def find(image: Image.Image, *, faces: bool = True) -> list[Picture]:
+    """The photos and faces of a page image (boxes in its pixels)."""
     import cv2
 
     scale = min(1.0, WIDTH / image.width)
@@ -91,9 +92,6 @@ def find(image: Image.Image, words: list[Box] | None = None, *, faces: bool = Tr
     dense = (density >= DENSE).astype(np.uint8)
     dense = cv2.morphologyEx(dense, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(dense, connectivity=8)
-    word_mask = np.zeros((h, w), bool)
-    for x, y, ww, hh in words or []:
-        word_mask[int(y * scale):int((y + hh) * scale) + 1, int(x * scale):int((x + ww) * scale) + 1] = True
     out: list[Picture] = []
     for k in range(1, count):
         bx, by, bwk, bhk, _ = stats[k]
@@ -103,10 +101,11 @@ def find(image: Image.Image, words: list[Box] | None = None, *, faces: bool = Tr
         region = on[y0:y1, x0:x1]
         fill = float(region.mean())
         tones = _entropy(g[y0:y1, x0:x1][region])
-        text = float(word_mask[y0:y1, x0:x1].mean())
-        if fill >= FILL and tones >= TONES and text <= TEXT:
-            box = (math.floor(x0 / scale), math.floor(y0 / scale), math.ceil((x1 - x0) / scale),
-                   math.ceil((y1 - y0) / scale))
+        if fill >= FILL and tones >= TONES:
+            left, top = max(0, x0 - BLOCK), max(0, y0 - BLOCK)
+            right, bottom = min(w, x1 + BLOCK), min(h, y1 + BLOCK)
+            box = (math.floor(left / scale), math.floor(top / scale), math.ceil((right - left) / scale),
+                   math.ceil((bottom - top) / scale))
             out.append(Picture("photo", box, round(min(0.99, 0.6 + 0.4 * fill), 3)))
     if faces:  # at half the search width: a face on a page is 20 px or more there, and it costs a quarter
         half = cv2.resize(np.asarray(small), (max(1, w // 2), max(1, h // 2)), interpolation=cv2.INTER_AREA)
