@@ -249,7 +249,7 @@ def main() -> None:
     """Both on one split; bench/results/masking.{md,json} (``--split tune``: masking_tune)."""
     parser = argparse.ArgumentParser(prog="python -m bench.masking", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--split", choices=("tune", "report"), default="report")
+    parser.add_argument("--split", choices=("tune", "report", "fresh"), default="report")
     parser.add_argument("--per-condition", type=int, default=8)
     parser.add_argument("--engines", type=int, default=2, help="the OCR service's Tesseract engines")
     parser.add_argument("--no-presidio", action="store_true")
@@ -339,7 +339,7 @@ def main() -> None:
                  "By kind (masked / on the pages): " + ", ".join(f"{k} {m}/{n}" for k, (n, m) in
                                                                  sorted(pics["by_kind"].items())) + ".",
                  f"Masking job per page with a picture, p50: {statistics.median(picture_time):.2f} s."]
-    name = "masking" if args.split == "report" else "masking_tune"
+    name = "masking" if args.split == "report" else f"masking_{args.split}"
     print(write_result(name, "Personal data on résumé images", body, {
         "split": args.split, "per_condition": args.per_condition, "conditions": per, "mesh": total_m,
         "presidio": total_p, "kinds": kinds, "timing": timing, "presidio_s": p_times, "pictures": pics,

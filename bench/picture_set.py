@@ -31,7 +31,7 @@ from bench.masking_set import CONDITIONS, FONTS, Entity, drawn, scanned
 from bench.ocr_set import FONT_DIR
 from bench.pii_set import page as pii_page
 
-SEEDS = {"tune": 21, "report": 22}
+SEEDS = {"tune": 21, "report": 22, "fresh": 23}
 KINDS = ("photo", "photo", "photo", "logo", "chart", "signature", "none")  # photos are half the pages
 MASKED_KINDS = ("photo",)  # what must be masked; the other pictures must not be
 Box = tuple[int, int, int, int]
