@@ -77,6 +77,24 @@ def main() -> None:
                   " ".join(f"{c}={statistics.mean(v):.3f}" for c, v in per_cat.items()),
                   f"all={statistics.mean(x for v in per_cat.values() for x in v):.3f}", flush=True)
 
+    print("\nthe page read as uploaded kept alone when its quality reaches a bar (issue 67; the rest as above)")
+    for bar in (60.0, 70.0, 75.0, 80.0, 85.0, 88.0, 90.0, 92.0, None):
+        per_cat = {c: [] for c in CATEGORIES}
+        alone = 0
+        for s, mine, plain in pages:
+            steps = mine.prepared.steps
+            eligible = "inverted" not in steps and "lines" not in steps
+            if eligible and bar is not None and plain.quality >= bar:
+                alone += 1
+                pick = plain
+            else:
+                pick = plain if eligible and plain.quality > mine.quality else mine
+            per_cat[s.category].append(cer(s.truth, pick.rec.text))
+        print(f"{f'accept as uploaded >= {bar}':28s}", " ".join(f"{c}={statistics.mean(v):.3f}"
+                                                                for c, v in per_cat.items()),
+              f"all={statistics.mean(x for v in per_cat.values() for x in v):.3f} alone={alone}/{len(pages)}",
+              flush=True)
+
     judged = [(cer(s.truth, r.rec.text), r) for s, mine, plain in pages for r in (mine, plain)]
     failed = sum(c > FAILURE_CER for c, _ in judged)
     print(f"\ndetector on {len(judged)} readings (prepared and as uploaded), {failed} with CER > {FAILURE_CER}")

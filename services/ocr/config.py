@@ -44,6 +44,12 @@ class OcrSettings(ServiceSettings):
     compare_as_uploaded: bool = Field(True, description="also read pages needing no inversion and no line "
                                       "scaling as uploaded, keeping the better reading (a second engine's time; "
                                       "needs --flatten)")
+    accept_as_uploaded: float | None = Field(
+        88.0, ge=0, le=100, description="read each page as uploaded first (beside its preparation) and keep that "
+                                        "reading alone, without waiting for the prepared page's, when its quality "
+                                        "(confidence - 100 x implausible and unread-ink shares) reaches this; "
+                                        "88 chosen on bench/ocr_tune.py's split (the lowest bar keeping every "
+                                        "category's CER at or below plain Tesseract's); empty: always both")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")

@@ -240,8 +240,23 @@ def as_is(upload: Image.Image, prepared: Prepared, options: Enhance) -> Prepared
     if (prepared.flat is None or not options.compare_as_uploaded
             or "inverted" in prepared.steps or "lines" in prepared.steps):
         return None
+    upload = as_uploaded(upload, prepared.flat.size)
+    return Prepared(image=upload, page_size=upload.size, steps=["as_is"], flat=prepared.flat)
+
+
+def bounded_size(size: tuple[int, int], max_side: int) -> tuple[int, int]:
+    """The size :func:`services.ocr.imaging.to_gray` bounds an image of ``size`` to (never upscaled)."""
+    long_side = max(size)
+    if long_side <= max_side:
+        return size
+    ratio = max_side / long_side
+    return max(1, round(size[0] * ratio)), max(1, round(size[1] * ratio))
+
+
+def as_uploaded(upload: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """The upload as Tesseract reads it untouched, at ``size`` (transparency composited on white)."""
     if upload.mode not in ("RGB", "L"):  # transparency and palettes: composited on white, as for the page
         upload = to_gray(upload, max(upload.size))
-    if upload.size != prepared.flat.size:
-        upload = upload.resize(prepared.flat.size, Image.Resampling.LANCZOS)
-    return Prepared(image=upload, page_size=upload.size, steps=["as_is"], flat=prepared.flat)
+    if upload.size != size:
+        upload = upload.resize(size, Image.Resampling.LANCZOS)
+    return upload

@@ -14,7 +14,7 @@ from prometheus_client import Counter, Histogram
 
 from services.bootstrap.errors import DependencyUnavailable, InvalidInput, Overloaded, Violation
 from services.ocr.engine import Line, Recognition, TesseractPool, Word
-from services.ocr.enhance import Enhance, Prepared, as_is, prepare
+from services.ocr.enhance import Enhance, Prepared, as_is, as_uploaded, bounded_size, prepare
 from services.ocr.imaging import Limits, Preprocess, count_pages, load_pages, to_gray
 from services.ocr.plausibility import KoreanPlausibility, Plausibility
 from services.ocr.quality import Reading, best, ink_of, judge
@@ -144,11 +144,13 @@ class Extractor:
 
     def __init__(self, pool: TesseractPool, reader: VisionReader | None, policy: FallbackPolicy,
                  limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float,
-                 enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None) -> None:
+                 enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None,
+                 accept_as_uploaded: float | None = None) -> None:
         self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
         # The second reading of a page (as uploaded) runs beside the first on another engine when one is
         # free; each reading takes and returns its engine, so pages never hold one while waiting for another.
         self._second = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr-as-is")
+        self._prepared = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr-prepared")
         self.pool = pool
         self.reader = reader
         self.policy = policy
@@ -158,6 +160,8 @@ class Extractor:
         self.plausibility = plausibility or KoreanPlausibility()
         self._threads.submit(self.plausibility.load)  # ~1-3 s, in the background: warm before the first page
         self.vlm_timeout_s = vlm_timeout_s
+        # The quality from which the page read as uploaded is kept without reading the prepared page (None: both).
+        self.accept_as_uploaded = accept_as_uploaded
         self._slots = asyncio.Semaphore(pool.size + max_pending)
 
     def check_languages(self, languages: str) -> None:
@@ -201,14 +205,37 @@ class Extractor:
 
         def work() -> tuple[Reading, int, int]:
             t0 = time.perf_counter_ns()
+            # The page as uploaded is read at once, beside the preparation: when that reading is good
+            # enough (quality >= --accept-as-uploaded), the prepared page is not read at all (issue 67).
+            early = None
+            if enhance.compare_as_uploaded and self.accept_as_uploaded is not None:
+                upload = as_uploaded(image, bounded_size(image.size, prep.max_side))
+                early = self._second.submit(self.pool.recognize, upload, languages)
             prepared = prepare_page(image, prep, enhance)
             t1 = time.perf_counter_ns()
             second = as_is(image, prepared, enhance)
-            pending = self._second.submit(self.pool.recognize, second.image, languages) if second else None
-            rec = self.pool.recognize(prepared.image, languages)
+            pending = early if second is not None and early is not None else (
+                self._second.submit(self.pool.recognize, second.image, languages) if second else None)
+            # The prepared page is read beside the page as uploaded: a page kept as uploaded does not wait for it
+            # (its engine finishes the reading and is free again; the reading is dropped).
+            prepared_read = self._prepared.submit(self.pool.recognize, prepared.image, languages)
+            uploaded: Reading | None = None
+            if second is not None and pending is not None:
+                try:
+                    if pending is early and self.accept_as_uploaded is not None:
+                        uploaded = judge(second, pending.result(), self.plausibility, ink_of(second.flat))
+                        if uploaded.quality >= self.accept_as_uploaded:
+                            return uploaded, t1 - t0, time.perf_counter_ns() - t1
+                except Exception:  # noqa: BLE001 - the second reading is optional: the page keeps the first
+                    log.warning("reading page %d as uploaded failed; keeping the prepared reading", index,
+                                exc_info=True)
+                    pending = None
+            rec = prepared_read.result()
             readings = [judge(prepared, rec, self.plausibility,
                               ink_of(prepared.image) if "flatten" in prepared.steps else None)]
-            if second is not None and pending is not None:
+            if uploaded is not None:
+                readings.append(uploaded)
+            elif second is not None and pending is not None:
                 try:
                     readings.append(judge(second, pending.result(), self.plausibility, ink_of(second.flat)))
                 except Exception:  # noqa: BLE001 - the second reading is optional: the page keeps the first
@@ -266,6 +293,7 @@ class Extractor:
         """Stop threads, release engines and the VLM client."""
         self._threads.shutdown(wait=True)
         self._second.shutdown(wait=True)
+        self._prepared.shutdown(wait=True)
         self.pool.close()
         if self.reader is not None:
             await self.reader.close()

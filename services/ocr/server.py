@@ -71,7 +71,7 @@ def engine_revision(settings: OcrSettings, reader: VisionReader | None) -> str:
     from services.ocr.cache import READER_REVISION
 
     reading = settings.model_dump(include={"languages", "max_side", "pdf_dpi", "deskew", "smooth_radius", "flatten",
-                                           "line_height", "compare_as_uploaded", "min_confidence",
+                                           "line_height", "compare_as_uploaded", "accept_as_uploaded", "min_confidence",
                                            "max_low_word_share", "min_plausible_confidence", "max_uncovered",
                                            "max_sync_pages", "vlm_model"})
     version = tesserocr.tesseract_version().split()[1]
@@ -103,7 +103,8 @@ async def create_ocr_service(
                           settings.max_pending, settings.vlm_timeout_s,
                           enhance=Enhance(flatten=settings.flatten, deskew=settings.deskew,
                                           line_height=settings.line_height,
-                                          compare_as_uploaded=settings.compare_as_uploaded))
+                                          compare_as_uploaded=settings.compare_as_uploaded),
+                          accept_as_uploaded=settings.accept_as_uploaded)
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,

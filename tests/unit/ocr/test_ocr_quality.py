@@ -105,3 +105,43 @@ def test_a_large_upload_is_read_as_uploaded_at_the_size_of_the_bounded_page():
     second = as_is(big, prepared, Enhance())
     assert prepared.flat is not None and max(prepared.flat.size) == 1200
     assert second is not None and second.image.size == prepared.flat.size
+
+
+async def test_a_page_read_well_as_uploaded_is_kept_without_waiting_for_the_prepared_page():
+    import time
+
+    from services.ocr.extractor import ExtractOptions, Extractor
+    from services.ocr.imaging import Limits
+
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}["paragraph-01"]
+    pool = TesseractPool("", "kor+eng", 2)
+    recognize = pool.recognize
+
+    def slow_prepared(image, languages=None):
+        if image is not page.image:  # the prepared page (the upload itself is read as it is)
+            time.sleep(3.0)
+        return recognize(image, languages)
+
+    pool.recognize = slow_prepared  # type: ignore[method-assign]
+    scorer = KoreanPlausibility()
+    scorer.load()  # loaded once, before the clock starts
+    took = {}
+    for bar in (0.0, 101.0):  # any reading passes 0: kept at once; none reaches 101: the prepared one is awaited
+        extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2,
+                              vlm_timeout_s=1.0, accept_as_uploaded=bar, plausibility=scorer)
+        t = time.perf_counter()
+        result = await extractor.read_page(0, page.image, ExtractOptions())
+        took[bar] = time.perf_counter() - t
+        assert cer(page.truth, result.text) < 0.2
+        extractor._prepared.shutdown(wait=True)  # the dropped reading ends before the next run
+    assert took[0.0] < 2.5 <= took[101.0], took
+    pool.close()
+
+
+def test_the_early_upload_has_the_bounded_page_size():
+    from services.ocr.enhance import as_uploaded, bounded_size
+    from services.ocr.imaging import to_gray
+
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}["paragraph-01"].image
+    big = page.resize((page.width * 3 + 1, page.height * 3))
+    assert as_uploaded(big, bounded_size(big.size, 1200)).size == to_gray(big, 1200).size
