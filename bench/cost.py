@@ -18,13 +18,10 @@ with ``--no-usage-accounting``. Measured:
   reservation, the settlement and the counters on Redis) and to the one without, sequentially; the
   difference of the client-side p50 (target ≤ 1 ms).
 
-With ``--workload``, instead: a replayed mixed workload on the embedded LLM (llama-server, Qwen2.5-Coder-1.5B;
-minutes): grounded answers over answers-ko built from a split of bench/data/semantic_cache_ko.json
-(each base question asked by two callers, its two paraphrases, its near-misses), declared tasks
-(calendar_parse, each notice twice) and chat completions — once with every cache off (``cache: false``)
-and once with them on. Reported: hit rates per cache (semantic answers, tasks), near-misses served
-from the cache (false hits), tokens and cost per request before and after (cost from an illustrative
-price table given to the reasoning service, stated in the result).
+With ``--workload``: a replayed mixed workload on the embedded 1.5B (minutes) — answers from a split of
+bench/data/semantic_cache_ko.json (each base asked twice, its paraphrases, its near-misses), calendar_parse
+twice per notice, chat — caches off, then on: hit rates per cache, near-misses served, tokens and cost
+(an illustrative price table) per request.
 """
 
 from __future__ import annotations

@@ -11,9 +11,8 @@ cache off. Reported per route: answerable questions answered with the key span (
 bench/answers.py scores it), unanswerable ones refused, escalation rate, tokens per question by
 model, latency p50. No figure here was used to choose anything.
 
-Cost: the local models cost nothing per token; an illustrative price table (USD per 1M tokens, a 1:4
-ratio of small to large, stated in the result) turns tokens into cost per question so the cascade's
-saving can be read; the token counts are the measured ones.
+Cost: an illustrative price table (USD per 1M tokens, small:large 1:4, stated in the result) turns the
+measured tokens into cost per question.
 """
 
 from __future__ import annotations
@@ -93,11 +92,7 @@ def main() -> None:
     """Run every route over the questions and write bench/results/escalation.md."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", type=int, default=16, help="eval questions, evenly spaced (0: all)")
-    ap.add_argument("--rescore", action="store_true", help="score the saved run again (no model runs)")
     args = ap.parse_args()
-    if args.rescore:
-        rescore()
-        return
     passages, qs = load_answers_ko("eval")
     qs = [q for q in qs if not q.get("history")]
     if args.limit and args.limit < len(qs):
@@ -140,17 +135,6 @@ def main() -> None:
     report(qs, results, models)
 
 
-def rescore() -> None:
-    """Score the answers bench/results/escalation.json holds again (the models told apart by instance)."""
-    saved = json.loads((Path(__file__).parent / "results" / "escalation.json").read_text(encoding="utf-8"))
-    by_id = {q["id"]: q for q in load_answers_ko("eval")[1]}
-    qs = [by_id[i] for i in saved["questions"]]
-    results = saved["answers"]
-    port = {r: next(a["usage"]["instance"].rsplit(":", 1)[-1] for a in results[r] if a.get("usage"))
-            for r in ("small-only", "large")}
-    report(qs, results, {port["small-only"]: SMALL, port["large"]: LARGE})
-
-
 def report(qs: list[dict], results: dict[str, list[dict]], models: dict[str, str]) -> None:
     """Figures per route; bench/results/escalation.{md,json}."""
     per_route = {r: figures(qs, results[r], models) for r in ROUTES}
@@ -166,14 +150,9 @@ def report(qs: list[dict], results: dict[str, list[dict]], models: dict[str, str
                        f"${f['cost_per_question_usd'] * 1e3:.4f} per 1k", f"{f['ms_p50'] / 1e3:.1f} s"]
                       for r, f in per_route.items()]), "",
             f"Prices (illustrative, USD per 1M prompt/completion tokens): {json.dumps(PRICES)}.", "",
-            "Latency: the routes ask each question one after the other, so the cascade's 0.5B call finds the "
-            "prompt in the small server's cache (the 0.5B-only call before it put it there), and this run shared "
-            "the two cores with other work: the p50 column is indicative only; tokens and correctness are not "
-            "affected (deterministic decoding).", "",
-            md_table(["question", *[label[r] for r in ROUTES]],
-                     [[q["id"], *[("error" if "error" in results[r][i] else
-                                   f"{results[r][i].get('reason')} ({results[r][i].get('answered_by')})")
-                                  for r in ROUTES]] for i, q in enumerate(qs)])]
+            "Latency is indicative only: the cascade's 0.5B call finds the prompt the 0.5B-only call cached, and "
+            "the run may share the cores; tokens and correctness are not affected (deterministic decoding). Per "
+            "question: the JSON's `answers`."]
     print(write_result("escalation", "Cheap model first, escalated on a refusal by code", body,
                        {"questions": [q["id"] for q in qs], "routes": per_route, "prices": PRICES,
                         "answers": {r: [{k: v for k, v in a.items() if k in ("answerable", "answer", "reason",

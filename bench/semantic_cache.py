@@ -1,17 +1,14 @@
 """The semantic answer cache's decision on paraphrases and near-misses: cosine alone, and cosine + code.
 
-    python -m bench.semantic_cache --split tune      # chooses the threshold
-    python -m bench.semantic_cache --split report --threshold T
+    python -m bench.semantic_cache --split tune|report [--threshold T] [--limit N]
 
-Set: bench/data/semantic_cache_ko.json (base questions over bench/data/answers_ko.json's passages,
-each with paraphrases — the same need, which should be served the base's answer — and near-misses:
-another number, entity or topic, which must not). Real components: the embedding and retrieval
-services and the reasoning service over the embedded LLM (llama-server) as processes, the gateway in
-process. Each base question is answered through ``/v1/answers`` (the LLM; a checked answer is stored
-in the cache); each other question is then looked up through the gateway's own cache path (no LLM):
-a paraphrase served a cached answer is a *hit*, a near-miss served one a *false hit*. The table also
-shows, per question, its cosine to its base and the rule of :func:`gateway.answers.sameneed.same_need`
-that refuses it, so every threshold of the grid can be read off one run.
+Set: bench/data/semantic_cache_ko.json over answers_ko's passages. Embedding, retrieval and the
+reasoning service over the embedded LLM run as processes, the gateway in process. Each base question
+is answered through ``/v1/answers`` (a checked answer is stored); each paraphrase and near-miss (on
+the report split also near-misses made by code) is then looked up through the gateway's own cache
+path, no LLM: a paraphrase served is a *hit*, a near-miss served a *false hit*. Per question, its
+cosine and the rule of :func:`gateway.answers.sameneed.same_need` that refuses it are kept, so every
+threshold of the grid reads off one run.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import json
 import re
 import statistics
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -152,10 +150,7 @@ def main() -> None:
               for k in ("paraphrases", "near_misses", "generated")}
     live = {k: round(100 * sum(r["served"] for r in v) / max(1, len(v)), 1) for k, v in served.items()}
     wrong_base = sum(r["served"] and r["served_question"] != r["base"] for r in rows)
-    refusals: dict[str, int] = {}
-    for r in rows:
-        if r["refused"]:
-            refusals[f"{r['kind']}:{r['refused']}"] = refusals.get(f"{r['kind']}:{r['refused']}", 0) + 1
+    refusals = dict(Counter(f"{r['kind']}:{r['refused']}" for r in rows if r["refused"]))
     body = [f"Split `{args.split}` of bench/data/semantic_cache_ko.json: {len(data[args.split])} base questions, "
             f"{sum(r['kind'] == 'paraphrases' for r in rows)} paraphrases, "
             f"{sum(r['kind'] == 'near_misses' for r in rows)} near-misses written and "
