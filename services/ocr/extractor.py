@@ -222,7 +222,8 @@ class Extractor:
             uploaded: Reading | None = None
             if second is not None and pending is not None:
                 try:
-                    if pending is early and self.accept_as_uploaded is not None:
+                    # Not on a page the preparation turned: its deskewed reading places the words upright.
+                    if pending is early and self.accept_as_uploaded is not None and "deskew" not in prepared.steps:
                         uploaded = judge(second, pending.result(), self.plausibility, ink_of(second.flat))
                         if uploaded.quality >= self.accept_as_uploaded:
                             return uploaded, t1 - t0, time.perf_counter_ns() - t1
