@@ -213,7 +213,8 @@ def workload(args: argparse.Namespace) -> None:
     from infra.llm.server import start_llm_server
     from services.runtime.models import current_model_dir
 
-    split = json.loads(Path("bench/data/semantic_cache_ko.json").read_text(encoding="utf-8"))[args.split]
+    data = Path(__file__).resolve().parent / "data" / "semantic_cache_ko.json"
+    split = json.loads(data.read_text(encoding="utf-8"))[args.split]
     requests = workload_requests(split[:args.limit] if args.limit else split)
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-cost-llm-"))
     procs: list = []

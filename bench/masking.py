@@ -116,12 +116,9 @@ def save_example(name: str, before: Any, after: bytes, out: Path) -> None:
     """A page before and after masking (its top 60 %, half size) for the docs: ``<out>/masking-{before,after}.png``."""
     from PIL import Image
 
-    out.mkdir(parents=True, exist_ok=True)
-    for label, img in (("before", before), ("after", Image.open(io.BytesIO(after)))):
-        img = img.convert("RGB")
-        img = img.crop((0, 0, img.width, int(img.height * 0.6)))
-        img.resize((img.width // 2, img.height // 2), Image.Resampling.LANCZOS).save(out / f"masking-{label}.png",
-                                                                                       optimize=True)
+    for label, img in (("before", before.convert("RGB")), ("after", Image.open(io.BytesIO(after)).convert("RGB"))):
+        img.crop((0, 0, img.width, int(img.height * 0.6))).resize(
+            (img.width // 2, int(img.height * 0.6) // 2), Image.Resampling.LANCZOS).save(out / f"masking-{label}.png")
     print(f"[bench] example page {name} saved in {out}", flush=True)
 
 

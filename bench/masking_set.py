@@ -59,7 +59,7 @@ class MaskingSample:
     entities: list[Entity] = field(default_factory=list)
 
     def png(self) -> bytes:
-        """The image as uploaded: PNG, or JPEG for a photo."""
+        """The image as uploaded: PNG, or JPEG for a photo of the page."""
         buf = io.BytesIO()
         if self.condition == "photo":
             self.image.convert("RGB").save(buf, format="JPEG", quality=80)

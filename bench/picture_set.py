@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from bench.masking_set import CONDITIONS, FONTS, Entity, drawn, scanned
+from bench.masking_set import CONDITIONS, FONTS, Entity, MaskingSample, drawn, scanned
 from bench.ocr_set import FONT_DIR
 from bench.pii_set import page as pii_page
 
@@ -48,23 +48,10 @@ class Picture:
 
 
 @dataclass
-class PictureSample:
-    """A page with its personal data and its pictures."""
+class PictureSample(MaskingSample):
+    """A masking_set page (its text not kept) with its pictures."""
 
-    name: str
-    condition: str
-    image: Image.Image
-    entities: list[Entity] = field(default_factory=list)
     pictures: list[Picture] = field(default_factory=list)
-
-    def png(self) -> bytes:
-        """The image as uploaded: PNG, or JPEG for a photo of the page."""
-        buf = io.BytesIO()
-        if self.condition == "photo":
-            self.image.convert("RGB").save(buf, format="JPEG", quality=80)
-        else:
-            self.image.save(buf, format="PNG")
-        return buf.getvalue()
 
 
 def _sample_data(name: str):
@@ -225,7 +212,7 @@ def sample(i: int, condition: str, kind: str, rng: random.Random) -> PictureSamp
     page, marked = scanned(page, marked, condition, rng)
     entities = [e for e in marked if not e.kind.startswith("picture:")]
     pictures = [Picture(e.kind.split(":", 1)[1], e.text, e.box) for e in marked if e.kind.startswith("picture:")]
-    return PictureSample(f"{condition}-{kind}-{i:02d}", condition, page, entities, pictures)
+    return PictureSample(f"{condition}-{kind}-{i:02d}", condition, page, "", entities, pictures)
 
 
 def build(split: str = "tune", per_condition: int = 7,

@@ -156,7 +156,7 @@ class MaskedPage:
     mean_confidence: float
     fallback_reason: str
     ms: float
-    pictures: list[MaskedEntity] = field(default_factory=list)  # photos and faces, each masked whole
+    pictures: list[MaskedEntity] = field(default_factory=list)  # photographs, each masked whole
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class Masking:
     company_lines: bool = False
     threshold: float | None = None
     masked_png: bool = False
-    pictures: bool = True  # find and mask photos and faces too
+    pictures: bool = True  # find and mask photographs too
 
     def to_proto(self) -> pb.MaskingOptions:
         """The contract's message."""

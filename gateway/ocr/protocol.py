@@ -151,8 +151,8 @@ class MaskingJobRequest(Strict):
     threshold: float | None = Field(None, ge=0, le=1, description="the least score a finding needs (default 0.5)")
     masked_png: bool = Field(False, description="also render every page with its findings blacked out "
                                                 "(GET .../pages/{n}.png)")
-    pictures: bool = Field(True, description="also find photos (an ID photo, any photograph) and faces, and mask "
-                                             "each whole (`pictures` of each page); false: text only")
+    pictures: bool = Field(True, description="also find photographs (an ID photo, a portrait: the faces in them) "
+                                             "and mask each whole (`pictures` of each page); false: text only")
     languages: str | None = Field(None, pattern=r"^[a-z_]+(\+[a-z_]+)*$", examples=["kor+eng"],
                                   description="Tesseract languages (default: the service's, kor+eng)")
     deskew: bool = Field(True, description="straighten skewed text lines first")
@@ -171,9 +171,9 @@ class MaskedEntity(BaseModel):
 
 
 class MaskedPicture(BaseModel):
-    """A photo or a face on a page, found by its pixels (services/ocr/pictures.py), masked whole."""
+    """A photograph on a page, found by its pixels (services/ocr/pictures.py), masked whole."""
 
-    kind: Literal["photo", "face"]
+    kind: Literal["photo"]
     score: float
     box: list[int] = Field(description="[left, top, width, height] in the uploaded image's pixels")
 
@@ -191,7 +191,7 @@ class MaskedPage(BaseModel):
     fallback_reason: str = Field(description="why Tesseract's reading was judged a failure (findings may be "
                                              "missing); empty if accepted")
     ms: float = Field(description="time spent on this page (reading, finding, masking)")
-    pictures: list[MaskedPicture] = Field(default_factory=list, description="photos and faces on the page, each "
+    pictures: list[MaskedPicture] = Field(default_factory=list, description="photographs on the page, each "
                                                                              "masked whole")
 
 

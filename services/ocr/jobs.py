@@ -371,12 +371,12 @@ class JobStore:
 
 def masked_view(page: PageResult, found: list[Located], has_png: bool, total_ns: int,
                 shown: list[Located] | None = None) -> dict:
-    """A masking job's stored result of one page (``shown``: its photos and faces)."""
+    """A masking job's stored result of one page (``shown``: its photographs)."""
     return {"index": page.index, "image_size": list(page.image_size), "has_png": has_png, "cached": page.cached,
             "mean_confidence": page.mean_confidence, "fallback_reason": page.fallback_reason,
             "total_ns": total_ns, "entities": [asdict(f) for f in found], "pictures": [asdict(f) for f in shown or []]}
 
 
 def pictures_on(image: Image.Image) -> list[Located]:
-    """The page's photos and faces (services/ocr/pictures.py) as findings masked whole."""
+    """The page's photographs (services/ocr/pictures.py) as findings masked whole."""
     return [Located(p.kind, p.score, "pixels", "", p.box, [p.box]) for p in find_pictures(image)]

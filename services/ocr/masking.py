@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image, ImageDraw
+from scipy import ndimage
 
 from services.ocr.engine import Box, Word
 from services.ocr.extractor import PageResult
@@ -97,7 +98,7 @@ def union(boxes: list[Box]) -> Box:
     return left, top, right - left, bottom - top
 
 
-def _per_line(boxes: list[Box]) -> list[Box]:
+def per_line(boxes: list[Box]) -> list[Box]:
     """Boxes grouped into runs on one line (a box whose middle is below the run's bottom starts a new one)."""
     runs: list[list[Box]] = []
     for b in boxes:
@@ -108,7 +109,8 @@ def _per_line(boxes: list[Box]) -> list[Box]:
     return [union(r) for r in runs]
 
 
-def _located(text: str, boxes: list[Box | None], policy: Policy) -> list[Located]:
+def located(text: str, boxes: list[Box | None], policy: Policy) -> list[Located]:
+    """The policy's findings in ``text`` whose characters have ``boxes`` (None: a space the page text added)."""
     spans = detect(text, policy)
     hidden = mask(text, spans, policy.keep)
     shown = {i for i, (a, b) in enumerate(zip(mask(text, spans), hidden, strict=True)) if a != b} if policy.keep \
@@ -119,7 +121,7 @@ def _located(text: str, boxes: list[Box | None], policy: Policy) -> list[Located
         if chars:
             out.append(Located(s.kind, s.score, s.rule, text[s.start:s.end], union(chars),  # type: ignore[arg-type]
                                _hidden_runs(boxes, text, hidden, shown, s.start, s.end)
-                               or _per_line(chars)))  # type: ignore[arg-type]
+                               or per_line(chars)))  # type: ignore[arg-type]
     return out
 
 
@@ -140,7 +142,7 @@ def locate(page: PageResult, policy: Policy) -> list[Located]:
     for glue in (0.0, GLUE_GAP):
         text, boxes = page_text(page, glue_gap=glue)
         if text.strip():
-            found += _located(text, boxes, policy)
+            found += located(text, boxes, policy)
     kept: list[Located] = []
     for f in sorted(found, key=lambda f: (-f.score, -f.box[2] * f.box[3])):
         if all(_overlap(f.box, k.box) < 0.5 for k in kept):
@@ -162,11 +164,11 @@ def _hidden_runs(boxes: list[Box | None], text: str, hidden: str, shown: set[int
         if box is None:  # a space or line break the page text added: runs go on across it
             continue
         if i in shown:
-            out += _per_line(run) if run else []
+            out += per_line(run) if run else []
             run = []
         elif hidden[i] != text[i] or run:
             run.append(box)
-    return out + (_per_line(run) if run else [])
+    return out + (per_line(run) if run else [])
 
 
 FIT_MAX_SKEW = 0.5  # degrees: a page turned more keeps OCR's boxes (its ink does not lie in upright rows)
@@ -179,14 +181,15 @@ def _ink(crop: np.ndarray) -> np.ndarray:
 
     None when the crop is one tone (paper only, or ink only).
     """
-    import cv2
-
-    crop = cv2.medianBlur(np.ascontiguousarray(crop, dtype=np.uint8), 3)
-    lo, hi = float(crop.min()), float(crop.max())
-    if hi - lo < 40:  # paper only, or ink only: nothing to fit to
+    crop = ndimage.median_filter(np.asarray(crop, dtype=np.uint8), size=3)
+    if int(crop.max()) - int(crop.min()) < 40:
         return np.zeros(crop.shape, bool)
-    split, _ = cv2.threshold(crop, 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)
-    return crop < split
+    hist = np.bincount(crop.ravel(), minlength=256).astype(np.float64)
+    weight = np.cumsum(hist)
+    mean = np.cumsum(hist * np.arange(256))
+    total = weight[-1]
+    between = (mean[-1] * weight / total - mean) ** 2 / np.maximum(weight * (total - weight), 1)
+    return crop <= int(np.argmax(between))
 
 
 def _run(profile: np.ndarray, start: int, end: int, gap: int, grow: bool = True) -> tuple[int, int] | None:

@@ -6,8 +6,8 @@ letter read as a digit, a landline's leading 0. When a line holds a label of a k
 below) and no finding of that kind lies after it, the rest of the line is read again as one line,
 scaled to :data:`LINE_HEIGHT` pixels, by the ``eng`` model with only the characters that kind is
 written in (:data:`WHITELISTS`); the detector then runs on "label + that reading", for that kind
-only. A finding there is masked with the first read's geometry (the re-read's characters mapped back
-to the page), its rule marked ``:reread``.
+only, and its findings are mapped to boxes as the first read's are (the re-read's characters mapped
+back to the page; a ``keep`` policy masks only what it hides), their rule marked ``:reread``.
 
 Nothing here logs or keeps the text.
 """
@@ -15,13 +15,14 @@ Nothing here logs or keeps the text.
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 
 from PIL import Image
 
 from services.ocr.engine import Box, TesseractPool
 from services.ocr.extractor import PageResult
-from services.ocr.masking import Located, _per_line, union
-from services.ocr.pii.detector import Policy, detect
+from services.ocr.masking import Located, located
+from services.ocr.pii.detector import Policy
 from services.ocr.pii.recognizers import BIRTH_WORDS, LICENSE_WORDS, PASSPORT_WORDS, RRN_WORDS
 
 DIGITS = string.digits + "-. "
@@ -104,9 +105,7 @@ def reread(page: PageResult, image: Image.Image, found: list[Located], pool: Tes
             text += word.text
             boxes += [(x + round(c[0] / scale), y + round(c[1] / scale), max(1, round(c[2] / scale)),
                        max(1, round(c[3] / scale))) for c in chars]
-        for span in detect(text, Policy(kinds=(kind,), threshold=policy.threshold)):
-            chars = [b for b in boxes[span.start:span.end] if b is not None]
-            if chars:
-                out.append(Located(span.kind, span.score, f"{span.rule}:reread", text[span.start:span.end],
-                                   union(chars), _per_line(chars)))
+        # The same mapping as the first read's (a ``keep`` policy masks only what it hides).
+        for f in located(text, boxes, replace(policy, kinds=(kind,))):
+            out.append(replace(f, rule=f"{f.rule}:reread"))
     return out
