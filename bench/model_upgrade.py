@@ -43,12 +43,23 @@ import httpx
 
 from bench.common import LatencyStats, free_port, md_table, start_service, stop_service
 from bench.report import command_line, write_result
-from bench.retrieval_reindex import product
 from clients.errors import MeshClientError
 from clients.retrieval import AsyncRetrievalClient, Condition, Document, Filter
 
+ITEMS = ["무선 이어폰", "캠핑 테이블", "거위털 패딩", "텀블러", "그림 동화책", "데이터 분석 입문서", "여행 가이드북",
+         "커피 그라인더", "러닝화", "전기 주전자", "노트북 거치대", "가습기", "요가 매트", "블루투스 스피커"]
+TRAITS = ["가볍고 튼튼한", "선물하기 좋은", "가성비 좋은", "프리미엄", "초보자를 위한", "휴대하기 편한", "조용한",
+          "디자인이 예쁜", "오래 쓰는", "세척이 쉬운"]
 COLLECTION = "shop"
 MARGIN = 0.02
+
+def product(i: int) -> Document:
+    """A synthetic product text of ~120-200 characters (from the retired bench.retrieval_reindex)."""
+    item, trait = ITEMS[i % len(ITEMS)], TRAITS[(i // len(ITEMS)) % len(TRAITS)]
+    text = (f"{trait} {item} {i}호. {item}을 찾는 분께 추천합니다. {TRAITS[(i * 7) % len(TRAITS)]} 제품으로 "
+            f"매일 쓰기 좋고, 배송이 빠르며 구성품이 알찹니다. 후기 평점이 높은 {item} 모델입니다.")
+    return Document(id=f"p{i}", text=text)
+
 
 
 def judged_sets(data: Path, want: int) -> tuple[list[Document], list[dict[str, Any]]]:

@@ -15,6 +15,7 @@ degradations). Parameters are chosen on ``tune``; figures are reported on ``repo
 from __future__ import annotations
 
 import io
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,67 +30,14 @@ DISPLAY_FONTS = ["NanumSquareRoundB.ttf", "NanumMyeongjoBold.ttf", "NanumGothicB
                  "NanumBarunGothicBold.ttf"]
 RECEIPT_FONTS = ["NanumGothicCoding.ttf", "NanumGothicCodingBold.ttf", "NanumGothic.ttf", "NanumBarunGothic.ttf"]
 
-SENTENCES = [
-    "비 오는 날에는 따뜻한 차 한 잔과 함께", "오래된 소설을 다시 천천히 읽는다.",
-    "창밖의 빗소리가 문장 사이를 채운다.", "신입 개발자 면접에서는 자료구조와",
-    "HTTP 같은 네트워크 기초를 자주 묻는다.", "모르는 질문에는 솔직하게 답하는 편이 낫다.",
-    "부모님 결혼기념일 선물로는 함께 보낼", "수 있는 여행 상품이 인기가 많다고 한다.",
-    "이 청소기는 무선이라 가볍고 조용하며", "한 번 충전하면 사십 분 동안 쓸 수 있다.",
-    "도서관은 오전 아홉 시에 문을 열고", "매주 월요일에는 정기 휴관으로 쉰다.",
-    "대출 기간은 이 주일이며 한 번 연장된다.", "검색 결과가 느리면 사용자는 기다리지 않고",
-    "다른 앱으로 바로 떠나 버리기 쉽다.", "빠른 응답이 곧 좋은 사용자 경험이다.",
-    "주말 농장에서 상추와 고추를 심었더니", "한 달 만에 식탁이 풍성해졌다.",
-    "겨울 산행에는 방수 장갑과 여벌 양말을", "반드시 챙겨 가는 것이 좋다.",
-    "회의록은 결정 사항과 담당자를 먼저 적고", "세부 논의는 그 아래에 정리한다.",
-    "새로 문을 연 동네 빵집은 아침마다", "갓 구운 식빵 냄새로 골목을 채운다.",
-    "아이에게 줄 그림책을 고를 때는", "문장이 짧고 그림이 큰 책이 좋다.",
-    "이번 분기 매출은 지난해보다 12% 늘었고", "온라인 주문 비중이 절반을 넘었다.",
-    "자전거 출퇴근을 시작한 지 석 달 만에", "체력이 눈에 띄게 좋아졌다.",
-    "전시회 입장권은 현장에서도 살 수 있지만", "미리 예매하면 천 원을 할인해 준다.",
-    "노트북 배터리를 오래 쓰려면 충전을", "팔십 퍼센트 정도에서 멈추는 것이 좋다.",
-    "고객 문의에는 하루 안에 답변하는 것을", "원칙으로 삼고 있습니다.",
-    "시험 전날에는 새로운 내용을 외우기보다", "틀린 문제를 다시 풀어 보는 편이 낫다.",
-    "강아지 산책은 하루 두 번, 삼십 분씩", "꾸준히 시키는 것이 건강에 좋다.",
-    "이 제품은 생활 방수가 되지만 수영이나", "샤워 중에는 착용하지 마십시오.",
-    "여름 휴가철에는 항공권 가격이 오르므로", "두 달 전에 예약하는 것을 권한다.",
-    "점심시간에는 회사 근처 국숫집 앞에", "늘 긴 줄이 늘어서 있다.",
-    "포트폴리오에는 결과보다 문제를 어떻게", "풀었는지가 잘 드러나야 한다.",
-    "할머니 댁 마당에는 봄마다 목련이", "하얗게 피었다가 금세 진다.",
-    "배송은 결제 후 이틀 안에 시작되며", "제주 지역은 하루가 더 걸립니다.",
-    "좋은 의자는 허리를 받쳐 주고 높이를", "쉽게 바꿀 수 있어야 한다.",
-    "기차가 터널을 빠져나오자 바다가", "창문 가득 펼쳐졌다.",
-    "Python 스크립트로 매일 아침 보고서를", "자동으로 만들어 메일로 보낸다.",
-    "작은 화분 하나가 사무실 분위기를", "생각보다 많이 바꿔 놓는다.",
-]
-TITLES = [
-    ("바다가 들려준 이야기", "어느 등대지기의 기록"), ("오늘의 요리 수업", "집밥을 위한 서른 가지 방법"),
-    ("작은 가게의 큰 꿈", "골목 상권 생존기"), ("밤하늘 별자리 여행", "초보자를 위한 관측 안내"),
-    ("한국어 문장 연습", "짧고 분명하게 쓰는 법"), ("AI 시대의 글쓰기", "기계와 함께 생각하기"),
-    ("숲으로 가는 길", "계절마다 걷는 산책"), ("데이터로 읽는 도시", "숫자 속 사람들의 하루"),
-    ("엄마의 정원", "꽃과 채소를 함께 기르다"), ("처음 만나는 경제", "용돈부터 투자까지"),
-    ("고양이의 오후", "창가에서 보낸 일 년"), ("면접의 기술", "신입 개발자를 위한 준비"),
-    ("바람이 머무는 섬", "제주 한 달 살기"), ("커피 한 잔의 과학", "원두에서 잔까지"),
-    ("여름밤의 음악회", "클래식 입문 안내서"), ("우리 동네 역사", "골목마다 남은 이야기"),
-    ("마음을 여는 대화", "관계를 바꾸는 말하기"), ("겨울 캠핑 안내", "따뜻하게 자는 법"),
-    ("수학이 쉬워지는 시간", "중학생을 위한 개념 정리"), ("오래된 지도", "잃어버린 마을을 찾아서"),
-]
-SURNAMES = ["김", "이", "박", "최", "정", "한", "조", "윤", "장", "임", "오", "서"]
-GIVEN = ["서연", "민준", "하늘", "우진", "지아", "도윤", "수아", "예준", "지호", "하은", "시우", "유나"]
-ROLES = ["지음", "엮음", "글", "옮김", "지음", "쓰고 그림"]
-PUBLISHERS = ["푸른숲출판", "새벽책방", "한빛문고", "다람출판사", "별빛북스", "온누리출판"]
-SHOPS = [
-    "행복마트 역삼점", "하루커피 Cafe", "푸른약국", "동네서점", "맛나분식", "새벽빵집", "초록문구",
-    "바른정육점", "해피세탁소", "우리꽃집", "한솔철물", "미소김밥",
-]
-ITEMS = [
-    "우유 1L", "식빵", "사과 3개", "아메리카노", "카페라테", "치즈케이크", "감기약", "비타민", "반창고",
-    "소설책", "월간 잡지", "엽서 세트", "김밥", "떡볶이", "어묵", "크루아상", "바게트", "단팥빵",
-    "볼펜 2자루", "공책", "삼겹살 600g", "목살", "셔츠 세탁", "정장 드라이", "장미 한 다발", "화분",
-    "건전지 AA", "드라이버", "참치김밥", "라면",
-]
-CATEGORIES = ["cover", "receipt", "paragraph", "rotated", "photo", "low_contrast"]
-SPLITS = {"tune": 0, "report": 1}
-SEEDS = {"tune": 1401, "report": 2402}
+_TEXTS = json.loads((Path(__file__).resolve().parent / "data" / "ocr_texts.json").read_text(encoding="utf-8"))
+SENTENCES, SURNAMES, GIVEN, ROLES = _TEXTS["sentences"], _TEXTS["surnames"], _TEXTS["given"], _TEXTS["roles"]
+TITLES = [tuple(t) for t in _TEXTS["titles"]]
+PUBLISHERS, SHOPS, ITEMS = _TEXTS["publishers"], _TEXTS["shops"], _TEXTS["items"]
+CATEGORIES = ["cover", "receipt", "paragraph", "rotated", "photo", "low_contrast", "thermal", "phone", "screenshot",
+              "form"]
+SPLITS = {"tune": 0, "report": 1, "fresh": 1}  # fresh: the report texts on pages drawn after issue 67's last change
+SEEDS = {"tune": 1401, "report": 2402, "fresh": 3403}
 
 
 @dataclass
@@ -291,8 +239,152 @@ def low_contrast(i: int, rng: random.Random, split: str) -> tuple[Image.Image, s
     return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)), "\n".join(lines)
 
 
+def thermal(i: int, rng: random.Random, split: str) -> tuple[Image.Image, str]:
+    """A thermal-print slip: coarse dots (drawn small, enlarged), faded head streaks, dashed rules, cool paper."""
+    shop = rng.choice(_own(SHOPS, split))
+    names = rng.sample(_own(ITEMS, split), rng.randint(3, 6))
+    qty = [rng.randint(1, 3) for _ in names]
+    prices = [rng.randrange(900, 25000, 100) for _ in names]
+    day = f"2025/{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d}"
+    lines = [shop, f"사업자 {rng.randint(100, 999)}-{rng.randint(10, 99)}-{rng.randint(10000, 99999)}",
+             f"{day} {rng.randint(8, 21):02d}:{rng.randint(0, 59):02d}"]
+    lines += [f"{n} {q}개 {q * p:,}" for n, q, p in zip(names, qty, prices, strict=True)]
+    lines += [f"합계 {sum(q * p for q, p in zip(qty, prices, strict=True)):,}원",
+              f"승인번호 {rng.randint(10000000, 99999999)}"]
+    scale = rng.choice([1.5, 2.0])
+    font = _font(rng.choice(RECEIPT_FONTS[:2]), rng.choice([14, 16]))
+    small = render_lines(lines, font, margin=14, spacing=1.5, fg=(0, 0, 0), bg=(255, 255, 255))
+    draw = ImageDraw.Draw(small)
+    for k in (3, len(lines) - 2):  # dashed rules above the items and above the total
+        y = 14 + int((1.5 * k - 0.3) * font.size)
+        for x in range(10, small.width - 10, 8):
+            draw.line((x, y, x + 4, y), fill=(0, 0, 0))
+    big = small.resize((int(small.width * scale), int(small.height * scale)), Image.Resampling.NEAREST)
+    ink = 1.0 - np.asarray(big.convert("L"), np.float32) / 255.0
+    cols = np.ones(big.width, np.float32)
+    for _ in range(rng.randint(1, 4)):  # a worn print head: lighter vertical streaks
+        c, half = rng.randrange(big.width), rng.randint(3, 25)
+        cols[max(0, c - half):c + half] = rng.uniform(0.35, 0.7)
+    darkness = rng.uniform(0.55, 0.9) * cols[None, :] * np.linspace(1.0, rng.uniform(0.7, 1.0), big.height)[:, None]
+    paper = np.asarray(rng.choice([(244, 246, 248), (238, 240, 241), (248, 247, 243)]), np.float32)
+    a = paper[None, None, :] * (1 - (ink * darkness)[..., None])
+    a += np.random.default_rng(rng.randrange(1 << 30)).normal(0, 3, (big.height, big.width, 1))
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)), "\n".join(lines)
+
+
+def _perspective(img: Image.Image, corners: list[tuple[float, float]], size: tuple[int, int],
+                 fill: tuple[int, int, int]) -> Image.Image:
+    """``img`` warped so that its corners (tl, tr, br, bl) land on ``corners`` of a ``size`` canvas."""
+    w, h = img.size
+    src = [(0, 0), (w, 0), (w, h), (0, h)]
+    rows, rhs = [], []
+    for (x, y), (u, v) in zip(corners, src, strict=True):  # output (x, y) -> input (u, v)
+        rows += [[x, y, 1, 0, 0, 0, -u * x, -u * y], [0, 0, 0, x, y, 1, -v * x, -v * y]]
+        rhs += [u, v]
+    coeffs = np.linalg.solve(np.asarray(rows, float), np.asarray(rhs, float))
+    mask = Image.new("L", img.size, 255).transform(size, Image.Transform.PERSPECTIVE, tuple(coeffs),
+                                                   Image.Resampling.BICUBIC)
+    warped = img.transform(size, Image.Transform.PERSPECTIVE, tuple(coeffs), Image.Resampling.BICUBIC)
+    return Image.composite(warped, Image.new("RGB", size, fill), mask)
+
+
+def phone(i: int, rng: random.Random, split: str) -> tuple[Image.Image, str]:
+    """A page photographed by phone: on a table, in perspective, a hand's soft shadow across it, JPEG."""
+    img, truth = (paragraph if i % 2 == 0 else receipt)(i, rng, split)
+    w, h = img.size
+    pad = int(0.08 * max(w, h))
+    size = (w + 2 * pad, h + 2 * pad)
+    jitter = [(rng.uniform(-0.06, 0.06) * w, rng.uniform(-0.06, 0.06) * h) for _ in range(4)]
+    corners = [(pad + x + dx, pad + y + dy) for (x, y), (dx, dy) in zip([(0, 0), (w, 0), (w, h), (0, h)], jitter,
+                                                                         strict=True)]
+    table = rng.choice([(96, 72, 52), (60, 62, 66), (150, 140, 125)])
+    a = np.asarray(_perspective(img, corners, size, table), np.float32)
+    yy, xx = np.mgrid[0:size[1], 0:size[0]]
+    cx, cy = rng.choice([(0, 0), (size[0], 0), (0, size[1]), (size[0], size[1])])
+    reach = rng.uniform(0.45, 0.75) * np.hypot(*size)
+    edge = rng.uniform(0.05, 0.15) * np.hypot(*size)
+    shadow = 1.0 - rng.uniform(0.3, 0.55) * np.clip((reach - np.hypot(xx - cx, yy - cy)) / edge, 0, 1)
+    a = a * shadow[..., None] * rng.uniform(0.85, 1.0)
+    a += np.random.default_rng(rng.randrange(1 << 30)).normal(0, rng.uniform(3, 7), a.shape)
+    img = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(rng.uniform(0.4, 0.9)))
+    return _jpeg(img, rng.randint(50, 80)), truth
+
+
+def screenshot(i: int, rng: random.Random, split: str) -> tuple[Image.Image, str]:
+    """A phone app's screen: a coloured header, list rows with grey second lines, a button; light or dark mode."""
+    dark = i % 3 == 2
+    w = rng.choice([720, 1080])
+    k = w / 720
+    bg, fg, sub = ((18, 18, 20), (235, 235, 238), (150, 150, 158)) if dark else (
+        (255, 255, 255), (25, 25, 30), (rng.randint(110, 140),) * 3)
+    accent = rng.choice([(33, 110, 230), (0, 150, 110), (230, 90, 40), (120, 70, 200)])
+    rows = rng.randint(3, 5)
+    title_font = _font(rng.choice(DISPLAY_FONTS), int(34 * k))
+    main_font, sub_font = _font(rng.choice(BODY_FONTS), int(28 * k)), _font(rng.choice(BODY_FONTS), int(22 * k))
+    h = int((130 + rows * 120 + 170) * k)
+    img = Image.new("RGB", (w, h), bg)
+    draw = ImageDraw.Draw(img)
+    screen = rng.choice(_own(_TEXTS["screens"], split))
+    draw.rectangle((0, 0, w, int(100 * k)), fill=accent)
+    draw.text((int(32 * k), int(30 * k)), screen, font=title_font, fill=(255, 255, 255))
+    truth = [screen]
+    items, statuses, pool = _own(ITEMS + SHOPS, split), _own(_TEXTS["statuses"], split), _own(SENTENCES, split)
+    for r in range(rows):
+        y = int((130 + r * 120) * k)
+        head = f"{rng.choice(items)} · {rng.choice(statuses)}"
+        second = rng.choice(pool)
+        draw.text((int(32 * k), y), head, font=main_font, fill=fg)
+        draw.text((int(32 * k), y + int(44 * k)), second, font=sub_font, fill=sub)
+        draw.line((int(32 * k), y + int(100 * k), w, y + int(100 * k)), fill=sub if dark else (225, 225, 230))
+        truth += [head, second]
+    button = rng.choice(_own(_TEXTS["buttons"], split))
+    top = h - int(130 * k)
+    draw.rounded_rectangle((int(32 * k), top, w - int(32 * k), top + int(88 * k)), radius=int(16 * k), fill=accent)
+    draw.text(((w - main_font.getlength(button)) / 2, top + int(26 * k)), button, font=main_font, fill=(255, 255, 255))
+    return img, "\n".join([*truth, button])
+
+
+def form(i: int, rng: random.Random, split: str) -> tuple[Image.Image, str]:
+    """A filled-in form: a title, then a ruled table of labels (often on grey) and typed values."""
+    name = f"{rng.choice(SURNAMES)}{rng.choice(GIVEN)}"
+    born = f"{rng.randint(1970, 2004)}년 {rng.randint(1, 12)}월 {rng.randint(1, 28)}일"
+    fields = [("성명", name), ("생년월일", born),
+              ("연락처", f"010-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}"),
+              ("소속", rng.choice(_own(_TEXTS["departments"], split))),
+              ("주소", rng.choice(_own(_TEXTS["places"], split))),
+              ("신청일", f"2025. {rng.randint(1, 12)}. {rng.randint(1, 28)}."),
+              ("사유", rng.choice(_own(SENTENCES, split)))]
+    fields = fields[:2] + rng.sample(fields[2:], rng.randint(2, 5))
+    title = rng.choice(_own(_TEXTS["forms"], split))
+    font = _font(rng.choice(BODY_FONTS), rng.choice([22, 24, 26, 28]))
+    tfont = _font(rng.choice(DISPLAY_FONTS), rng.choice([36, 40, 44]))
+    label_w = int(font.size * 5)
+    w = int(max(label_w + max(font.getlength(v) for _, v in fields) + 2 * font.size + 80, 640))
+    row_h = int(font.size * rng.uniform(2.0, 2.6))
+    top = 60 + int(tfont.size * 1.8)
+    h = top + row_h * len(fields) + 60
+    img = Image.new("RGB", (w, h), _paper(rng))
+    draw = ImageDraw.Draw(img)
+    draw.text(((w - tfont.getlength(title)) / 2, 50), title, font=tfont, fill=(20, 20, 20))
+    shade = rng.choice([None, (228, 228, 228), (215, 222, 232)])
+    line = rng.choice([(0, 0, 0), (90, 90, 90), (140, 140, 140)])
+    for r, (label, value) in enumerate(fields):
+        y = top + r * row_h
+        if shade:
+            draw.rectangle((40, y, 40 + label_w, y + row_h), fill=shade)
+        draw.text((40 + font.size // 2, y + (row_h - font.size) // 2), label, font=font, fill=(30, 30, 30))
+        draw.text((40 + label_w + font.size // 2, y + (row_h - font.size) // 2), value, font=font, fill=(10, 10, 40))
+    width = rng.choice([1, 2])
+    for r in range(len(fields) + 1):
+        draw.line((40, top + r * row_h, w - 40, top + r * row_h), fill=line, width=width)
+    for x in (40, 40 + label_w, w - 40):
+        draw.line((x, top, x, top + row_h * len(fields)), fill=line, width=width)
+    return img, "\n".join([title, *(f"{label} {value}" for label, value in fields)])
+
+
 MAKERS = {"cover": cover, "receipt": receipt, "paragraph": paragraph, "rotated": rotated,
-          "photo": photo, "low_contrast": low_contrast}
+          "photo": photo, "low_contrast": low_contrast, "thermal": thermal, "phone": phone,
+          "screenshot": screenshot, "form": form}
 
 
 def build_set(per_category: int = 6, split: str = "tune", seed: int | None = None) -> list[Sample]:

@@ -50,6 +50,10 @@ class OcrSettings(ServiceSettings):
                                         "(confidence - 100 x implausible and unread-ink shares) reaches this; "
                                         "88 chosen on bench/ocr_tune.py's split (the lowest bar keeping every "
                                         "category's CER at or below plain Tesseract's); empty: always both")
+    read_clean_once: bool = Field(True, description="read a page that looks clean (preparation neither turned, "
+                                  "inverted nor rescaled it; quiet paper, flat background, strong ink) only as "
+                                  "uploaded, without a prepared reading, unless that reading fails; the bounds "
+                                  "were chosen on bench/ocr_tune.py's split (needs --accept-as-uploaded)")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")

@@ -70,6 +70,25 @@ class FallbackPolicy:
 
 
 @dataclass(frozen=True)
+class CleanPage:
+    """When a page looks clean enough to be read as uploaded only, from what preparing it measured.
+
+    Preparation (:func:`services.ocr.enhance.prepare`) runs beside the reading of the page as uploaded;
+    when it neither turned, inverted nor rescaled the page and the page's background spread and ink
+    contrast are within these bounds, the prepared page is not read at all: the page costs one
+    reading, as plain Tesseract's does (issue 67). Chosen on the tuning split of bench/ocr_set.py with
+    ``python -m bench.ocr_tune``; reported on a split drawn after the choice (bench/results/ocr.md).
+    """
+
+    max_background_range: float = 10.0
+    min_contrast: float = 200.0
+
+    def holds(self, background_range: float, contrast: float) -> bool:
+        """Whether a page with these measures is clean."""
+        return background_range <= self.max_background_range and contrast >= self.min_contrast
+
+
+@dataclass(frozen=True)
 class ExtractOptions:
     """Per-request options."""
 
@@ -145,7 +164,7 @@ class Extractor:
     def __init__(self, pool: TesseractPool, reader: VisionReader | None, policy: FallbackPolicy,
                  limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float,
                  enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None,
-                 accept_as_uploaded: float | None = None) -> None:
+                 accept_as_uploaded: float | None = None, clean: CleanPage | None = None) -> None:
         self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
         # The second reading of a page (as uploaded) runs beside the first on another engine when one is
         # free; each reading takes and returns its engine, so pages never hold one while waiting for another.
@@ -162,7 +181,14 @@ class Extractor:
         self.vlm_timeout_s = vlm_timeout_s
         # The quality from which the page read as uploaded is kept without reading the prepared page (None: both).
         self.accept_as_uploaded = accept_as_uploaded
+        self.clean = clean  # None: a clean page is read both ways too
         self._slots = asyncio.Semaphore(pool.size + max_pending)
+
+    def clean_page(self, prepared: Prepared) -> bool:
+        """Whether the page is read as uploaded only: preparation only flattened it and it measured clean."""
+        m = prepared.measures
+        return (self.clean is not None and m is not None and prepared.steps == ["flatten"]
+                and self.clean.holds(m.background_range, m.contrast))
 
     def check_languages(self, languages: str) -> None:
         """Reject languages whose traineddata is not installed."""
@@ -216,11 +242,21 @@ class Extractor:
             second = as_is(image, prepared, enhance)
             pending = early if second is not None and early is not None else (
                 self._second.submit(self.pool.recognize, second.image, languages) if second else None)
+            uploaded: Reading | None = None
+            if early is not None and pending is early and second is not None and self.clean_page(prepared):
+                # A clean page is read once, as uploaded, unless that reading fails the fallback policy.
+                try:
+                    uploaded = judge(second, early.result(), self.plausibility, ink_of(second.flat))
+                except Exception:  # noqa: BLE001 - the prepared reading follows
+                    log.warning("reading page %d as uploaded failed; reading the prepared page", index, exc_info=True)
+                    pending, second = None, None
+                else:
+                    if not self.policy.judge(uploaded):
+                        return uploaded, t1 - t0, time.perf_counter_ns() - t1
             # The prepared page is read beside the page as uploaded: a page kept as uploaded does not wait for it
             # (its engine finishes the reading and is free again; the reading is dropped).
             prepared_read = self._prepared.submit(self.pool.recognize, prepared.image, languages)
-            uploaded: Reading | None = None
-            if second is not None and pending is not None:
+            if second is not None and pending is not None and uploaded is None:
                 try:
                     # Not on a page the preparation turned: its deskewed reading places the words upright.
                     if pending is early and self.accept_as_uploaded is not None and "deskew" not in prepared.steps:

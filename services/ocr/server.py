@@ -15,7 +15,7 @@ from services.bootstrap.server import MeshServer, ServiceRegistration, create_se
 from services.ocr.config import OcrSettings
 from services.ocr.engine import TesseractPool
 from services.ocr.enhance import Enhance
-from services.ocr.extractor import Extractor, FallbackPolicy
+from services.ocr.extractor import CleanPage, Extractor, FallbackPolicy
 from services.ocr.filereader import FileReader
 from services.ocr.imaging import Limits, Preprocess
 from services.ocr.jobs import JobStore
@@ -71,7 +71,8 @@ def engine_revision(settings: OcrSettings, reader: VisionReader | None) -> str:
     from services.ocr.cache import READER_REVISION
 
     reading = settings.model_dump(include={"languages", "max_side", "pdf_dpi", "deskew", "smooth_radius", "flatten",
-                                           "line_height", "compare_as_uploaded", "accept_as_uploaded", "min_confidence",
+                                           "line_height", "compare_as_uploaded", "accept_as_uploaded",
+                                           "read_clean_once", "min_confidence",
                                            "max_low_word_share", "min_plausible_confidence", "max_uncovered",
                                            "max_sync_pages", "vlm_model"})
     version = tesserocr.tesseract_version().split()[1]
@@ -104,7 +105,8 @@ async def create_ocr_service(
                           enhance=Enhance(flatten=settings.flatten, deskew=settings.deskew,
                                           line_height=settings.line_height,
                                           compare_as_uploaded=settings.compare_as_uploaded),
-                          accept_as_uploaded=settings.accept_as_uploaded)
+                          accept_as_uploaded=settings.accept_as_uploaded,
+                          clean=CleanPage() if settings.read_clean_once else None)
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,
