@@ -41,15 +41,15 @@ class OcrSettings(ServiceSettings):
                                             "of implausible (Kiwi-checked Korean) characters below which OCR failed")
     max_uncovered: float = Field(0.15, ge=0, le=1, description="share of the page's ink outside every line read "
                                                                "above which OCR failed (dropped text)")
-    compare_as_uploaded: bool = Field(True, description="also read pages needing no inversion and no line "
-                                      "scaling as uploaded, keeping the better reading (a second engine's time; "
-                                      "needs --flatten)")
+    compare_as_uploaded: bool = Field(True, description="also read pages needing no inversion as uploaded, "
+                                      "keeping the better reading (a second engine's time; needs --flatten)")
     accept_as_uploaded: float | None = Field(
-        88.0, ge=0, le=100, description="read each page as uploaded first (beside its preparation) and keep that "
-                                        "reading alone, without waiting for the prepared page's, when its quality "
-                                        "(confidence - 100 x implausible and unread-ink shares) reaches this; "
-                                        "88 chosen on bench/ocr_tune.py's split (the lowest bar keeping every "
-                                        "category's CER at or below plain Tesseract's); empty: always both")
+        88.0, ge=0, le=100, description="read each page as uploaded at once, beside its preparation, then keep the "
+                                        "first of the two readings to finish alone, without waiting for the other, "
+                                        "when its quality (confidence - 100 x implausible and unread-ink shares) "
+                                        "reaches this (the upload's not on a page preparation turned); 88 chosen "
+                                        "on bench/ocr_tune.py's split (the lowest bar keeping every category's CER "
+                                        "at or below plain Tesseract's); empty: always both, prepared first")
     read_clean_once: bool = Field(True, description="read a page that looks clean (preparation neither turned, "
                                   "inverted nor rescaled it; quiet paper, flat background, strong ink) only as "
                                   "uploaded, without a prepared reading, unless that reading fails; the bounds "

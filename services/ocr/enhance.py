@@ -144,10 +144,11 @@ def flatten(gray: Image.Image, factor: int = 4, window: int = 15) -> Flattened:
     background = np.asarray(Image.fromarray(bg_small).resize((w, h), Image.Resampling.BILINEAR), np.float32)
     polarity = np.asarray(Image.fromarray(polarity_small).resize((w, h), Image.Resampling.NEAREST), np.float32)
     ink = np.clip(polarity * (a - background), 0, None)
-    top = max(float(np.percentile(ink, 99.5)), 30.0)
+    sample = ink[::2, ::2]  # every fourth pixel: the same percentiles at a quarter of the cost
+    top = max(float(np.percentile(sample, 99.5)), 30.0)
     low, high = np.percentile(bg_small, [5, 95])
     return Flattened(Image.fromarray((255 - np.clip(ink * (255 / top), 0, 255)).astype(np.uint8)), inverted,
-                     float(high - low), float(np.percentile(ink, 99.9)))
+                     float(high - low), float(np.percentile(sample, 99.9)))
 
 
 def _runs(flags: np.ndarray, min_gap: int) -> list[list[int]]:
@@ -166,7 +167,8 @@ def _runs(flags: np.ndarray, min_gap: int) -> list[list[int]]:
 def text_lines(flat: Image.Image) -> list[tuple[int, int, int, int]]:
     """Boxes (left, top, right, bottom) of the text lines of a flattened page (horizontal ink bands)."""
     a = np.asarray(flat)
-    ink = ndimage.median_filter(a < 128, size=3)
+    # The 3x3 median of a binary mask is its majority: a moving average is several times faster.
+    ink = ndimage.uniform_filter((a < 128).astype(np.float32), size=3) > 4.5 / 9
     h, w = ink.shape
     rows = ink.sum(axis=1) > max(2, w * 0.002)
     boxes = []

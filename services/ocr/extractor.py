@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 
 from opentelemetry import trace
@@ -231,8 +231,9 @@ class Extractor:
 
         def work() -> tuple[Reading, int, int]:
             t0 = time.perf_counter_ns()
-            # The page as uploaded is read at once, beside the preparation: when that reading is good
-            # enough (quality >= --accept-as-uploaded), the prepared page is not read at all (issue 67).
+            # The page as uploaded is read at once, beside the preparation (issue 67): a clean page keeps that
+            # reading alone, and otherwise the first of the two readings to finish is kept alone when its
+            # quality reaches --accept-as-uploaded.
             early = None
             if enhance.compare_as_uploaded and self.accept_as_uploaded is not None:
                 upload = as_uploaded(image, bounded_size(image.size, prep.max_side))
@@ -240,45 +241,54 @@ class Extractor:
             prepared = prepare_page(image, prep, enhance)
             t1 = time.perf_counter_ns()
             second = as_is(image, prepared, enhance)
-            pending = early if second is not None and early is not None else (
-                self._second.submit(self.pool.recognize, second.image, languages) if second else None)
+            if second is None:
+                early = None  # an inverted page: the reading as uploaded is dropped (its engine finishes it)
+            elif early is None:
+                early = self._second.submit(self.pool.recognize, second.image, languages)
+
+            def as_uploaded_reading() -> Reading | None:
+                assert early is not None and second is not None
+                try:
+                    return judge(second, early.result(), self.plausibility, ink_of(second.flat))
+                except Exception:  # noqa: BLE001 - the reading as uploaded is optional: the page keeps the other
+                    log.warning("reading page %d as uploaded failed; keeping the prepared reading", index,
+                                exc_info=True)
+                    return None
+
+            def done(reading: Reading) -> tuple[Reading, int, int]:
+                return reading, t1 - t0, time.perf_counter_ns() - t1
+
             uploaded: Reading | None = None
-            if early is not None and pending is early and second is not None and self.clean_page(prepared):
+            tried = False  # the reading as uploaded was judged (or failed)
+            if early is not None and self.clean_page(prepared):
                 # A clean page is read once, as uploaded, unless that reading fails the fallback policy.
-                try:
-                    uploaded = judge(second, early.result(), self.plausibility, ink_of(second.flat))
-                except Exception:  # noqa: BLE001 - the prepared reading follows
-                    log.warning("reading page %d as uploaded failed; reading the prepared page", index, exc_info=True)
-                    pending, second = None, None
-                else:
-                    if not self.policy.judge(uploaded):
-                        return uploaded, t1 - t0, time.perf_counter_ns() - t1
-            # The prepared page is read beside the page as uploaded: a page kept as uploaded does not wait for it
-            # (its engine finishes the reading and is free again; the reading is dropped).
+                uploaded, tried = as_uploaded_reading(), True
+                if uploaded is not None and not self.policy.judge(uploaded):
+                    return done(uploaded)
             prepared_read = self._prepared.submit(self.pool.recognize, prepared.image, languages)
-            if second is not None and pending is not None and uploaded is None:
-                try:
+
+            def prepared_reading() -> Reading:
+                return judge(prepared, prepared_read.result(), self.plausibility,
+                             ink_of(prepared.image) if "flatten" in prepared.steps else None)
+
+            if early is None:
+                return done(prepared_reading())
+            mine: Reading | None = None
+            bar = self.accept_as_uploaded
+            if not tried and bar is not None:
+                wait([early, prepared_read], return_when=FIRST_COMPLETED)
+                if early.done():
+                    uploaded, tried = as_uploaded_reading(), True
                     # Not on a page the preparation turned: its deskewed reading places the words upright.
-                    if pending is early and self.accept_as_uploaded is not None and "deskew" not in prepared.steps:
-                        uploaded = judge(second, pending.result(), self.plausibility, ink_of(second.flat))
-                        if uploaded.quality >= self.accept_as_uploaded:
-                            return uploaded, t1 - t0, time.perf_counter_ns() - t1
-                except Exception:  # noqa: BLE001 - the second reading is optional: the page keeps the first
-                    log.warning("reading page %d as uploaded failed; keeping the prepared reading", index,
-                                exc_info=True)
-                    pending = None
-            rec = prepared_read.result()
-            readings = [judge(prepared, rec, self.plausibility,
-                              ink_of(prepared.image) if "flatten" in prepared.steps else None)]
-            if uploaded is not None:
-                readings.append(uploaded)
-            elif second is not None and pending is not None:
-                try:
-                    readings.append(judge(second, pending.result(), self.plausibility, ink_of(second.flat)))
-                except Exception:  # noqa: BLE001 - the second reading is optional: the page keeps the first
-                    log.warning("reading page %d as uploaded failed; keeping the prepared reading", index,
-                                exc_info=True)
-            return best(readings), t1 - t0, time.perf_counter_ns() - t1
+                    if uploaded is not None and uploaded.quality >= bar and "deskew" not in prepared.steps:
+                        return done(uploaded)
+                else:
+                    mine = prepared_reading()
+                    if mine.quality >= bar:
+                        return done(mine)
+            mine = mine or prepared_reading()
+            uploaded = uploaded if tried else as_uploaded_reading()
+            return done(best([mine] if uploaded is None else [mine, uploaded]))
 
         reading, prep_ns, ocr_ns = await loop.run_in_executor(self._threads, work)
         prepared, rec = reading.prepared, reading.rec

@@ -210,3 +210,34 @@ async def test_a_clean_page_is_read_once_as_uploaded_and_others_are_read_both_wa
             assert cer(page.truth, result.text) < 0.1
     finally:
         pool.close()
+
+
+async def test_a_prepared_reading_that_finishes_first_and_reads_well_is_kept_without_waiting():
+    import time
+
+    from services.ocr.extractor import ExtractOptions, Extractor
+    from services.ocr.imaging import Limits
+
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}["low_contrast-01"]
+    pool = TesseractPool("", "kor+eng", 2)
+    recognize = pool.recognize
+
+    def slow_upload(image, languages=None):
+        if image is page.image:  # the upload, read as it is
+            time.sleep(3.0)
+        return recognize(image, languages)
+
+    pool.recognize = slow_upload  # type: ignore[method-assign]
+    scorer = KoreanPlausibility()
+    scorer.load()
+    took = {}
+    for bar in (0.0, 101.0):
+        extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2,
+                              vlm_timeout_s=1.0, accept_as_uploaded=bar, plausibility=scorer)
+        t = time.perf_counter()
+        result = await extractor.read_page(0, page.image, ExtractOptions())
+        took[bar] = time.perf_counter() - t
+        assert cer(page.truth, result.text) < 0.2
+        extractor._second.shutdown(wait=True)
+    assert took[0.0] < 2.5 <= took[101.0], took
+    pool.close()
