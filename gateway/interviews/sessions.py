@@ -48,6 +48,7 @@ from gateway.reasoning.events import error_event, sse
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, StoreUnavailable, session_hash
+from gateway.usage.accounting import charged_later
 
 log = logging.getLogger(__name__)
 QUESTIONS = Counter("mesh_gateway_interview_questions", "interview questions served, by how they were written",
@@ -214,7 +215,7 @@ class Interviews:
             return
         if any(q["main"] == main and not q["follow_up"] for q in s.questions.values()):
             return
-        self._pending[(s.id, main)] = asyncio.create_task(self._prepared(s.id, main))
+        self._pending[(s.id, main)] = asyncio.create_task(charged_later(self._prepared(s.id, main)))
 
     async def _prepared(self, sid: str, main: int) -> None:
         if not await self.slots.try_acquire():
@@ -256,7 +257,7 @@ class Interviews:
         key = (s.id, turn)
         if not self.score_ahead or turn in s.scores or key in self._scoring or key in self._direct:
             return
-        self._scoring[key] = asyncio.create_task(self._score_ahead(s.id, turn))
+        self._scoring[key] = asyncio.create_task(charged_later(self._score_ahead(s.id, turn)))
 
     async def _score_ahead(self, sid: str, turn: int) -> None:
         key = (sid, turn)
@@ -305,7 +306,8 @@ class Interviews:
                 return s.scores[turn]
         task = self._direct.get(key) if cache else None
         if task is None:
-            task = asyncio.create_task(self._score(s, turn, cache, deadline))
+            # Counted for this caller even when the report's deadline passes and the scoring goes on.
+            task = asyncio.create_task(charged_later(self._score(s, turn, cache, deadline)))
             if cache:
                 self._direct[key] = task
                 task.add_done_callback(lambda _t: self._direct.pop(key, None))

@@ -5,8 +5,10 @@ The LLM usages a request returns (every ``usage`` object of its response or even
 the middleware adds them to Prometheus (``mesh_gateway_llm_tokens_total`` and
 ``mesh_gateway_llm_cost_usd_total`` by key id, route template and model: bounded labels) and to the
 hourly counters of the ledger (``GET /v1/usage``). So the figures are the sum of what the responses
-said. Work a request leaves behind (an interview answer scored in the background, a list job) is
-the job's, not counted here.
+said. Work a request leaves behind to run after it (an interview's next question written and its
+answers scored in the background) is counted for the same caller and route when that work ends, if
+it runs under :func:`charged_later`: its tokens and cost, and toward the caller's quota periods, but
+not as another request. A job run by a worker (a list job) has no caller here and is not counted.
 
 Quotas (gateway/usage/quotas.py): a ``POST`` to an LLM route by a key with a limit first reserves an
 estimate (``--quota-request-tokens``) in each of its periods, atomically (gateway/usage/ledger.py); a
@@ -21,8 +23,8 @@ import contextvars
 import logging
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
@@ -40,7 +42,11 @@ COST = Counter("mesh_gateway_llm_cost_usd", "LLM cost (USD, the reasoning servic
 REFUSED = Counter("mesh_gateway_quota_refused", "requests refused (429) by a quota", ["key", "period"])
 SOFT = Counter("mesh_gateway_quota_soft", "requests past the soft share of a quota", ["key", "period"])
 _USAGES: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("mesh_llm_usages", default=None)
+# How the request running now counts usage recorded after it ended (work it left behind).
+_LATER: contextvars.ContextVar[Callable[[list[Any]], Awaitable[None]] | None] = contextvars.ContextVar(
+    "mesh_llm_later", default=None)
 WRITES = frozenset({"POST", "PUT", "PATCH"})
+T = TypeVar("T")
 
 
 def record(usage: Any) -> None:
@@ -48,6 +54,23 @@ def record(usage: Any) -> None:
     current = _USAGES.get()
     if current is not None:
         current.append(usage)
+
+
+async def charged_later(work: Awaitable[T]) -> T:
+    """Run ``work`` that a request starts and leaves behind, its LLM usage counted for that request's caller.
+
+    Start it as the task (``asyncio.create_task(charged_later(...))``) while the request runs: the
+    usage its LLM calls record is gathered apart from the request's own and counted when ``work`` ends,
+    whether the request ended first or not. Outside a counted request it only runs ``work``.
+    """
+    later = _LATER.get()
+    usages: list[Any] = []
+    _USAGES.set(usages)  # this task's own context: the request's list is not touched
+    try:
+        return await work
+    finally:
+        if later is not None and usages:
+            await later(usages)
 
 
 class UsageAccounting:
@@ -94,6 +117,18 @@ class UsageAccounting:
             warning = await self._soft(kid, spans, quota.soft)
         usages: list[Any] = []
         token = _USAGES.set(usages)
+        route = route_template(self.routes, scope)
+
+        async def later(left: list[Any]) -> None:  # what work this request left behind used, once it ends
+            try:
+                if periods:
+                    await self.ledger.settle(periods, 0, sum(u.prompt_tokens + u.completion_tokens for u in left),
+                                             round(sum(u.cost_usd for u in left) * 1e6))
+                await self._count(kid, route, left, time.time(), requests=0.0)
+            except Exception as err:  # noqa: BLE001 - accounting never fails the work it counts
+                log.warning("usage of background work not recorded (%s)", type(err).__name__)
+
+        later_token = _LATER.set(later)
 
         async def send_warned(message: dict) -> None:
             if warning and message["type"] == "http.response.start":
@@ -104,13 +139,14 @@ class UsageAccounting:
             await self.app(scope, receive, send_warned)
         finally:
             _USAGES.reset(token)
+            _LATER.reset(later_token)
             tokens = sum(u.prompt_tokens + u.completion_tokens for u in usages)
             cost = sum(u.cost_usd for u in usages)
             try:
                 if periods:
                     await self.ledger.settle(periods, self.estimate, tokens, round(cost * 1e6))
                 if usages:
-                    await self._count(kid, route_template(self.routes, scope), usages, now)
+                    await self._count(kid, route, usages, now)
             except Exception as err:  # noqa: BLE001 - accounting never fails the request it counts
                 log.warning("usage not recorded (%s)", type(err).__name__)
 
@@ -126,12 +162,12 @@ class UsageAccounting:
                 return f"{w.name} tokens {used}/{w.period.tokens}"
         return ""
 
-    async def _count(self, kid: str, route: str, usages: list[Any], now: float) -> None:
+    async def _count(self, kid: str, route: str, usages: list[Any], now: float, requests: float = 1.0) -> None:
         counts: dict[str, float] = {}
         models = {u.model or u.backend or "unknown" for u in usages}
         for model in models:
             mine = [u for u in usages if (u.model or u.backend or "unknown") == model]
-            values = {"requests": 1.0, "prompt_tokens": sum(u.prompt_tokens for u in mine),
+            values = {"requests": requests, "prompt_tokens": sum(u.prompt_tokens for u in mine),
                       "completion_tokens": sum(u.completion_tokens for u in mine),
                       "cached_prompt_tokens": sum(getattr(u, "cached_prompt_tokens", 0) for u in mine),
                       "cost_usd": sum(u.cost_usd for u in mine)}
