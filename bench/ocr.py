@@ -1,6 +1,6 @@
 """OCR bench: the service beside plain Tesseract, per category, on the same images.
 
-    python -m bench.ocr [--split fresh] [--per-category 12] [--rounds 2] [--out bench/results]
+    python -m bench.ocr [--split fresh] [--per-category 12] [--rounds 2] [--concurrency 4] [--out bench/results]
 
 The images come from bench/ocr_set.py's ``fresh`` split by default (drawn after issue 67's last
 change; no text or seed shared with the ``tune`` split that bench/ocr_tune.py chose the defaults
@@ -18,6 +18,7 @@ import asyncio
 import io
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import tesserocr
@@ -112,7 +113,35 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def write_report(args, samples, svc: dict, plain: dict) -> None:
+async def under_load(port: int, samples, callers: int) -> dict:
+    """Every page once through ``callers`` concurrent Extract callers, then plain Tesseract on two threads."""
+    payloads = [s.png() for s in samples]
+    client, pending, cers, seconds = AsyncOcrClient(f"127.0.0.1:{port}"), list(range(len(samples))), [], []
+
+    async def caller() -> None:
+        while pending:
+            i = pending.pop()
+            t = time.perf_counter()
+            _, pages = await client.extract(payloads[i], timeout_s=300)
+            seconds.append(time.perf_counter() - t)
+            cers.append(cer(samples[i].truth, pages[0].text))
+
+    t = time.perf_counter()
+    await asyncio.gather(*[caller() for _ in range(callers)])
+    wall = time.perf_counter() - t
+    await client.close()
+    pool = TesseractPool("", "kor+eng", 2)
+    with ThreadPoolExecutor(2) as threads:
+        t = time.perf_counter()
+        plain = list(threads.map(lambda i: pool.recognize(Image.open(io.BytesIO(payloads[i]))), range(len(samples))))
+        plain_wall = time.perf_counter() - t
+    pool.close()
+    return {"callers": callers, "pages_per_s": len(samples) / wall, "p50_ms": 1e3 * statistics.median(seconds),
+            "cer": statistics.mean(cers), "plain_pages_per_s": len(samples) / plain_wall,
+            "plain_cer": statistics.mean(cer(s.truth, r.text) for s, r in zip(samples, plain, strict=True))}
+
+
+def write_report(args, samples, svc: dict, plain: dict, load: dict | None) -> None:
     """Markdown and JSON into bench/results/."""
     rows, lat_rows = [], []
     for cat in [*CATEGORIES, "first six", "all"]:
@@ -161,8 +190,15 @@ def write_report(args, samples, svc: dict, plain: dict) -> None:
              str(det_all["caught"]), _fmt(det_all["recall"]), _fmt(det_all["precision"])]]), "",
         f"Reasons the service gave: {', '.join(reasons) or 'none'}.", "",
     ]
+    if load:
+        lines += [f"## Under load: {load['callers']} concurrent callers, every page once", "",
+                  "Plain Tesseract: two engines on two threads, decoding included. Pages read one way while others "
+                  "wait (`--one-reading-when-busy`).", "",
+                  md_table(["", "pages/s", "p50 ms", "CER"], [
+                      ["service", f"{load['pages_per_s']:.2f}", f"{load['p50_ms']:.0f}", f"{load['cer']:.3f}"],
+                      ["plain Tesseract", f"{load['plain_pages_per_s']:.2f}", "", f"{load['plain_cer']:.3f}"]]), ""]
     print(write_result("ocr" if args.split == "fresh" else f"ocr_{args.split}", f"OCR bench ({args.split} split)",
-                       lines, {"split": args.split, "service": svc, "plain": plain,
+                       lines, {"split": args.split, "service": svc, "plain": plain, "load": load,
         "detector": {"service": det_svc, "plain": det_plain, "both": det_all}}, out=args.out))
 
 
@@ -173,6 +209,8 @@ def main() -> None:
     parser.add_argument("--split", choices=["fresh", "report", "tune"], default="fresh")
     parser.add_argument("--per-category", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the set")
+    parser.add_argument("--concurrency", type=int, default=0, help="also every page once through this many "
+                        "concurrent callers, beside plain Tesseract on two threads (0: not)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     samples = build_set(args.per_category, args.split)
@@ -181,9 +219,10 @@ def main() -> None:
     proc, port = start_service("services.ocr", "--job-workers", "0", "--ocr-cache-ttl-s", "0")
     try:
         svc, plain = asyncio.run(read_both(port, samples, args.rounds))
+        load = asyncio.run(under_load(port, samples, args.concurrency)) if args.concurrency else None
     finally:
         stop_service(proc)
-    write_report(args, samples, svc, plain)
+    write_report(args, samples, svc, plain, load)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ class OcrSettings(ServiceSettings):
                                   "inverted nor rescaled it; quiet paper, flat background, strong ink) only as "
                                   "uploaded, without a prepared reading, unless that reading fails; the bounds "
                                   "were chosen on bench/ocr_tune.py's split (needs --accept-as-uploaded)")
+    one_reading_when_busy: bool = Field(True, description="while more pages are being read than half the engines, "
+                                        "read each page one way only (the prepared page; a clean page as "
+                                        "uploaded): two readings a page would halve throughput under load")
     min_confidence: float = Field(60.0, ge=0, le=100, description="mean confidence below which OCR failed")
     max_low_word_share: float = Field(0.4, ge=0, le=1,
                                       description="share of words under 50 confidence above which OCR failed")

@@ -27,6 +27,7 @@ FALLBACKS = Counter("mesh_ocr_fallback", "pages Tesseract failed on, by reason a
                     ["reason", "outcome"])
 for _engine in ("tesseract", "vlm"):  # both series exist from the start
     PAGES.labels(_engine)
+BUSY = Counter("mesh_ocr_busy_one_reading", "pages read one way only because other pages were being read")
 PAGE_SECONDS = Histogram("mesh_ocr_page_seconds", "time per page (preprocess + OCR + VLM)",
                          buckets=(0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8))
 
@@ -164,7 +165,8 @@ class Extractor:
     def __init__(self, pool: TesseractPool, reader: VisionReader | None, policy: FallbackPolicy,
                  limits: Limits, prep: Preprocess, max_pending: int, vlm_timeout_s: float,
                  enhance: Enhance | None = None, plausibility: KoreanPlausibility | None = None,
-                 accept_as_uploaded: float | None = None, clean: CleanPage | None = None) -> None:
+                 accept_as_uploaded: float | None = None, clean: CleanPage | None = None,
+                 one_reading_when_busy: bool = True) -> None:
         self._threads = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="ocr")
         # The second reading of a page (as uploaded) runs beside the first on another engine when one is
         # free; each reading takes and returns its engine, so pages never hold one while waiting for another.
@@ -182,6 +184,8 @@ class Extractor:
         # The quality from which the page read as uploaded is kept without reading the prepared page (None: both).
         self.accept_as_uploaded = accept_as_uploaded
         self.clean = clean  # None: a clean page is read both ways too
+        self.one_reading_when_busy = one_reading_when_busy
+        self._active = 0  # pages being read now (changed on the event loop only)
         self._slots = asyncio.Semaphore(pool.size + max_pending)
 
     def clean_page(self, prepared: Prepared) -> bool:
@@ -214,11 +218,15 @@ class Extractor:
         if self._slots.locked():
             raise Overloaded("every OCR engine is busy and the waiting line is full", retry_after_s=0.5)
         async with self._slots:
-            with TRACER.start_as_current_span("ocr.page", attributes={"mesh.ocr.page": index}) as span:
-                page = await self._read(index, image, options, decode_ns)
-                span.set_attributes({"mesh.ocr.engine": page.engine, "mesh.ocr.fallback": page.fallback_reason,
-                                     "mesh.ocr.confidence": round(page.mean_confidence, 1)})
-                return page
+            self._active += 1
+            try:
+                with TRACER.start_as_current_span("ocr.page", attributes={"mesh.ocr.page": index}) as span:
+                    page = await self._read(index, image, options, decode_ns)
+                    span.set_attributes({"mesh.ocr.engine": page.engine, "mesh.ocr.fallback": page.fallback_reason,
+                                         "mesh.ocr.confidence": round(page.mean_confidence, 1)})
+                    return page
+            finally:
+                self._active -= 1
 
     async def _read(self, index: int, image: Image.Image, options: ExtractOptions, decode_ns: int) -> PageResult:
         start = time.perf_counter_ns()
@@ -228,6 +236,10 @@ class Extractor:
                           smooth_radius=self.prep.smooth_radius if options.smooth else 0.0)
         enhance = replace(self.enhance, deskew=self.enhance.deskew and prep.deskew)
         loop = asyncio.get_running_loop()
+        # Two readings of a page need two engines: while more pages are being read than half the engines,
+        # each is read one way (the prepared page, or a clean page as uploaded) and throughput stays near
+        # plain Tesseract's instead of half of it (issue 67; bench.ocr --concurrency).
+        alone = not self.one_reading_when_busy or 2 * self._active <= self.pool.size
 
         def work() -> tuple[Reading, int, int]:
             t0 = time.perf_counter_ns()
@@ -235,7 +247,7 @@ class Extractor:
             # reading alone, and otherwise the first of the two readings to finish is kept alone when its
             # quality reaches --accept-as-uploaded.
             early = None
-            if enhance.compare_as_uploaded and self.accept_as_uploaded is not None:
+            if alone and enhance.compare_as_uploaded and self.accept_as_uploaded is not None:
                 upload = as_uploaded(image, bounded_size(image.size, prep.max_side))
                 early = self._second.submit(self.pool.recognize, upload, languages)
             prepared = prepare_page(image, prep, enhance)
@@ -243,6 +255,9 @@ class Extractor:
             second = as_is(image, prepared, enhance)
             if second is None:
                 early = None  # an inverted page: the reading as uploaded is dropped (its engine finishes it)
+            elif not alone and not self.clean_page(prepared):
+                second = early = None  # busy: the prepared reading only
+                BUSY.inc()
             elif early is None:
                 early = self._second.submit(self.pool.recognize, second.image, languages)
 

@@ -106,7 +106,8 @@ async def create_ocr_service(
                                           line_height=settings.line_height,
                                           compare_as_uploaded=settings.compare_as_uploaded),
                           accept_as_uploaded=settings.accept_as_uploaded,
-                          clean=CleanPage() if settings.read_clean_once else None)
+                          clean=CleanPage() if settings.read_clean_once else None,
+                          one_reading_when_busy=settings.one_reading_when_busy)
     jobs = JobStore(extractor, settings.redis_url, ttl_s=settings.job_ttl_s, max_queued=settings.max_queued_jobs,
                     max_pages=settings.max_pages, max_store_bytes=settings.max_store_bytes,
                     workers=settings.job_workers, timeout_s=settings.redis_timeout_s, lease_s=settings.job_lease_s,

@@ -179,7 +179,7 @@ def test_table_rules_are_found_and_erased_but_strokes_and_blocks_are_not():
     assert "rules" not in prepare_page(paragraph, Preprocess(), Enhance()).steps
 
 
-async def test_a_clean_page_is_read_once_as_uploaded_and_others_are_read_both_ways():
+async def test_a_clean_page_is_read_once_as_uploaded_and_others_both_ways_unless_engines_are_busy():
     from services.ocr.extractor import CleanPage, ExtractOptions, Extractor
     from services.ocr.imaging import Limits
 
@@ -208,6 +208,19 @@ async def test_a_clean_page_is_read_once_as_uploaded_and_others_are_read_both_wa
             extractor._prepared.shutdown(wait=True)
             assert len(read) == (1 if clean_page else 2), name
             assert cer(page.truth, result.text) < 0.1
+        # Another page being read (two engines): a page that is not clean is read once, prepared.
+        page = pages["low_contrast-00"]
+        extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2,
+                              vlm_timeout_s=1.0, accept_as_uploaded=88.0, plausibility=scorer, clean=clean)
+        extractor._active = 1
+        read.clear()
+        result = await extractor.read_page(0, page.image, ExtractOptions())
+        assert len(read) == 1 and read[0] is not page.image and cer(page.truth, result.text) < 0.1
+        extractor.one_reading_when_busy = False
+        read.clear()
+        await extractor.read_page(0, page.image, ExtractOptions())
+        extractor._prepared.shutdown(wait=True)
+        assert len(read) == 2
     finally:
         pool.close()
 
