@@ -382,9 +382,11 @@ def services() -> dm.Dashboard:
               "{{reason}} → {{outcome}}")],
             units.OpsPerSecond, span=6))
         .with_panel(timeseries_panel(
-            "Pages by engine", "Pages per second by the engine whose text was returned.",
-            [(f"sum by (engine) (rate(mesh_ocr_pages_total{{{ocr}}}[{RATE}]))", "{{engine}}")], units.OpsPerSecond,
-            span=6))
+            "Pages by engine", "Pages per second by the engine whose text was returned, and those read one way "
+            "only because the engines were busy (two readings a page would halve throughput).",
+            [(f"sum by (engine) (rate(mesh_ocr_pages_total{{{ocr}}}[{RATE}]))", "{{engine}}"),
+             (f"sum(rate(mesh_ocr_busy_one_reading_total{{{ocr}}}[{RATE}]))", "read one way (busy)")],
+            units.OpsPerSecond, span=6))
         .with_panel(timeseries_panel(
             "Time per page", "Preprocess + OCR + VLM per page.",
             [(quantile(0.5, "mesh_ocr_page_seconds", ocr), "p50"),
