@@ -152,7 +152,7 @@ class AnswerCache:
         """Store a checked answer (a full entry hash takes none; a store failure is counted and ignored)."""
         key = self._entries_key(collection, gen, scope)
         try:
-            if len(await self.store.hgetall(key)) >= self.max_entries:
+            if await self.store.hlen(key) >= self.max_entries:
                 ANSWER_CACHE.labels("full").inc()
                 return
             entry_id = hashlib.sha256(f"{key}\n{question}\n{time.time_ns()}".encode()).hexdigest()[:24]

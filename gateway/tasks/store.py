@@ -51,6 +51,10 @@ class KeyValue(ABC):
     async def hgetall(self, key: str) -> dict[str, str]:
         """Every field of hash ``key`` ({} when there is none)."""
 
+    async def hlen(self, key: str) -> int:
+        """How many fields hash ``key`` has (0 when there is none)."""
+        return len(await self.hgetall(key))
+
     @abstractmethod
     async def ttl(self, key: str) -> int:
         """Seconds ``key`` has left (0 when gone)."""
@@ -191,6 +195,9 @@ class RedisKeyValue(KeyValue):
 
     async def hgetall(self, key: str) -> dict[str, str]:  # noqa: D102
         return await self._call(self._redis.hgetall(key))
+
+    async def hlen(self, key: str) -> int:  # noqa: D102 - the count alone, not the fields
+        return int(await self._call(self._redis.hlen(key)))
 
     async def ttl(self, key: str) -> int:  # noqa: D102
         return max(0, int(await self._call(self._redis.ttl(key))))
