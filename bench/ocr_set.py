@@ -1,15 +1,19 @@
-"""A generated Korean OCR page set with a tuning split and a report split.
+"""A generated Korean OCR page set with a tuning split, a report split and a fresh split.
 
-Six categories, the ones a new user sends: ``cover`` (display-font titles on gradients, light-on-dark
+Ten categories, the ones a new user sends: first ``cover`` (display-font titles on gradients, light-on-dark
 bands, light titles on mid-tone backgrounds), ``receipt`` (narrow thermal slips, faded ink),
 ``paragraph`` (clean body text, 20-40 px), ``rotated`` (2-10 degrees either way), ``photo``
 (uneven light, blur, sensor noise, JPEG) and ``low_contrast`` (grey on grey, sometimes light text
-on dark paper). Deterministic (seeded), rendered with Debian's Nanum fonts (``fonts-nanum``); all
-text below was written for this project.
+on dark paper); and since issue 67 ``thermal`` (thermal-print slips: coarse dots, worn-head streaks),
+``phone`` (a page photographed on a table, in perspective, under a hand's shadow), ``screenshot`` (app
+screens, light and dark) and ``form`` (ruled tables of labels and values). Deterministic (seeded),
+rendered with Debian's Nanum fonts (``fonts-nanum``); all text (bench/data/ocr_texts.json) was
+written for this project.
 
 The splits share no text: even-numbered sentences, titles, shops and items belong to ``tune``,
 odd-numbered ones to ``report``, and each split has its own random seed (sizes, fonts, colours,
-degradations). Parameters are chosen on ``tune``; figures are reported on ``report``.
+degradations). Parameters are chosen on ``tune``; figures were reported on ``report``, and since
+issue 67's last change on ``fresh`` (the report texts, a seed drawn after that change).
 """
 
 from __future__ import annotations
