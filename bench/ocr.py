@@ -192,12 +192,15 @@ def write_report(args, samples, svc: dict, plain: dict, load: dict | None) -> No
     ]
     if load:
         lines += [f"## Under load: {load['callers']} concurrent callers, every page once", "",
-                  "Plain Tesseract: two engines on two threads, decoding included. Pages read one way while others "
-                  "wait (`--one-reading-when-busy`).", "",
+                  "Plain Tesseract: two engines on two threads, decoding included. " + (
+                      "Every page read both ways whatever the load." if "--no-one-reading-when-busy" in args.service_arg
+                      else "Pages read one way while others wait (`--one-reading-when-busy`)."), "",
                   md_table(["", "pages/s", "p50 ms", "CER"], [
                       ["service", f"{load['pages_per_s']:.2f}", f"{load['p50_ms']:.0f}", f"{load['cer']:.3f}"],
                       ["plain Tesseract", f"{load['plain_pages_per_s']:.2f}", "", f"{load['plain_cer']:.3f}"]]), ""]
-    print(write_result("ocr" if args.split == "fresh" else f"ocr_{args.split}", f"OCR bench ({args.split} split)",
+    name = args.name or ("ocr" if args.split == "fresh" else f"ocr_{args.split}")
+    flags = "".join(f", {a}" for a in args.service_arg)
+    print(write_result(name, f"OCR bench ({args.split} split{flags})",
                        lines, {"split": args.split, "service": svc, "plain": plain, "load": load,
         "detector": {"service": det_svc, "plain": det_plain, "both": det_all}}, out=args.out))
 
@@ -211,12 +214,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the set")
     parser.add_argument("--concurrency", type=int, default=0, help="also every page once through this many "
                         "concurrent callers, beside plain Tesseract on two threads (0: not)")
+    parser.add_argument("--service-arg", action="append", default=[], help="a flag for the OCR service "
+                        "(repeatable), e.g. --service-arg=--no-one-reading-when-busy")
+    parser.add_argument("--name", default="", help="result file name (default: ocr, or ocr_<split>)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     samples = build_set(args.per_category, args.split)
     # The OCR cache off: a repeated round would be answered from it (and with no Redis here every look-up
     # fails open first, ~10 ms a call).
-    proc, port = start_service("services.ocr", "--job-workers", "0", "--ocr-cache-ttl-s", "0")
+    proc, port = start_service("services.ocr", "--job-workers", "0", "--ocr-cache-ttl-s", "0", *args.service_arg)
     try:
         svc, plain = asyncio.run(read_both(port, samples, args.rounds))
         load = asyncio.run(under_load(port, samples, args.concurrency)) if args.concurrency else None

@@ -121,7 +121,12 @@ def main() -> None:
               f"{statistics.median(t for v in got.values() for _, t in v) / plain_all:.2f}x",
               flush=True)
 
-    print(f"CER / modelled p50 time against plain's, per category, on {len(pages)} tuning pages")
+    print(f"median ms per step alone, per category, on {len(pages)} tuning pages (where the time goes)")
+    for c in cats:
+        mine = [p for p in pages if p["category"] == c]
+        print(f"{c:14s}", " ".join(f"{step}={statistics.median(p[f'ms_{step}'] for p in mine):.0f}"
+                                   for step in ("prepare", "prep", "up")))
+    print(f"\nCER / modelled p50 time against plain's, per category, on {len(pages)} tuning pages")
     row("as uploaded only (plain)", lambda p: (p["cer_up"], p["ms_up"]))
     row("prepared only", lambda p: (p["cer_prep"], p["ms_prepare"] + p["ms_prep"]))
     for bar in (85.0, 88.0, 92.0, None):

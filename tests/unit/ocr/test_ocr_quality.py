@@ -108,37 +108,6 @@ def test_a_large_upload_is_read_as_uploaded_at_the_size_of_the_bounded_page():
     assert second is not None and second.image.size == prepared.flat.size
 
 
-async def test_a_page_read_well_as_uploaded_is_kept_without_waiting_for_the_prepared_page():
-    import time
-
-    from services.ocr.extractor import ExtractOptions, Extractor
-    from services.ocr.imaging import Limits
-
-    page = {s.name: s for s in build_set(per_category=4, split="tune")}["paragraph-01"]
-    pool = TesseractPool("", "kor+eng", 2)
-    recognize = pool.recognize
-
-    def slow_prepared(image, languages=None):
-        if image is not page.image:  # the prepared page (the upload itself is read as it is)
-            time.sleep(3.0)
-        return recognize(image, languages)
-
-    pool.recognize = slow_prepared  # type: ignore[method-assign]
-    scorer = KoreanPlausibility()
-    scorer.load()  # loaded once, before the clock starts
-    took = {}
-    for bar in (0.0, 101.0):  # any reading passes 0: kept at once; none reaches 101: the prepared one is awaited
-        extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2,
-                              vlm_timeout_s=1.0, accept_as_uploaded=bar, plausibility=scorer)
-        t = time.perf_counter()
-        result = await extractor.read_page(0, page.image, ExtractOptions())
-        took[bar] = time.perf_counter() - t
-        assert cer(page.truth, result.text) < 0.2
-        extractor._prepared.shutdown(wait=True)  # the dropped reading ends before the next run
-    assert took[0.0] < 2.5 <= took[101.0], took
-    pool.close()
-
-
 def test_the_early_upload_has_the_bounded_page_size():
     from services.ocr.enhance import as_uploaded, bounded_size
     from services.ocr.imaging import to_gray
@@ -225,24 +194,26 @@ async def test_a_clean_page_is_read_once_as_uploaded_and_others_both_ways_unless
         pool.close()
 
 
-async def test_a_prepared_reading_that_finishes_first_and_reads_well_is_kept_without_waiting():
+@pytest.mark.parametrize(("name", "slow"), [("paragraph-01", "prepared"), ("low_contrast-01", "upload")])
+async def test_the_first_reading_to_finish_is_kept_without_waiting_when_it_reads_well(name, slow):
+    """Either reading, slowed by 3 s: the other, finishing first, is kept from bar 0; at bar 101 both are awaited."""
     import time
 
     from services.ocr.extractor import ExtractOptions, Extractor
     from services.ocr.imaging import Limits
 
-    page = {s.name: s for s in build_set(per_category=4, split="tune")}["low_contrast-01"]
+    page = {s.name: s for s in build_set(per_category=4, split="tune")}[name]
     pool = TesseractPool("", "kor+eng", 2)
     recognize = pool.recognize
 
-    def slow_upload(image, languages=None):
-        if image is page.image:  # the upload, read as it is
+    def slowed(image, languages=None):
+        if (image is page.image) == (slow == "upload"):  # the upload is read as it is; the prepared page is new
             time.sleep(3.0)
         return recognize(image, languages)
 
-    pool.recognize = slow_upload  # type: ignore[method-assign]
+    pool.recognize = slowed  # type: ignore[method-assign]
     scorer = KoreanPlausibility()
-    scorer.load()
+    scorer.load()  # loaded once, before the clock starts
     took = {}
     for bar in (0.0, 101.0):
         extractor = Extractor(pool, None, FallbackPolicy(), Limits(), Preprocess(), max_pending=2,
@@ -251,6 +222,7 @@ async def test_a_prepared_reading_that_finishes_first_and_reads_well_is_kept_wit
         result = await extractor.read_page(0, page.image, ExtractOptions())
         took[bar] = time.perf_counter() - t
         assert cer(page.truth, result.text) < 0.2
-        extractor._second.shutdown(wait=True)
+        extractor._second.shutdown(wait=True)  # the dropped reading ends before the next run
+        extractor._prepared.shutdown(wait=True)
     assert took[0.0] < 2.5 <= took[101.0], took
     pool.close()
