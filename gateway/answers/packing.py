@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # A sentence ends at . ! ? (and their full-width forms) followed by white space, or at a line break.
-SENTENCE_END = re.compile(r"[.!?。！？]+(?=\s)|\n+")
+SENTENCE_END = re.compile(r"(?<![.!?。！？])[.!?。！？]++(?=\s)|\n++")  # a run of marks taken once, whole
 NEAR_DUPLICATE = 0.85  # Jaccard of character trigrams above which a passage repeats one already kept
 DEDUP_CHARS = 2000  # how much of each hit the near-duplicate test reads (copies share their openings)
 

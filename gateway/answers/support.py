@@ -112,7 +112,7 @@ def context(passages: list[Passage], numbered_sentences: list[Sentence]) -> str:
 
 def clean(answer: str) -> str:
     """The answer's text without the passage or sentence numbers the model wrote into it."""
-    return re.sub(r"\s+([.,!?。])", r"\1", " ".join(MARKERS.sub(" ", answer).split())).strip()
+    return re.sub(r"(?<!\s)\s++([.,!?。])", r"\1", " ".join(MARKERS.sub(" ", answer).split())).strip()
 
 
 def _squash(text: str) -> str:
@@ -168,7 +168,7 @@ def numbers(text: str) -> list[str]:
 
 
 def _value(number: str) -> str:
-    return re.sub(r"[^\d.e+\-]+$", "", number)
+    return re.sub(r"(?<![^\d.e+\-])[^\d.e+\-]++$", "", number)
 
 
 def _held(number: str, written: set[str]) -> bool:

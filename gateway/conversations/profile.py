@@ -58,18 +58,18 @@ DISUSE = (r"(?:안\s*(?:써|쓰|입|마셔|마시|드셔|드시|먹|읽|해)|잘
           r"쓰(?:시)?(?:는|던)\s*(?:것|거)만|살쪄|지겨|"
           r"물려|깨져)")
 CUE = rf"(?:{HAVE}|{GAVE}|{OTHERS}|{DISUSE})"
-TOPIC_MARK = re.compile(r"^\s*(?:은|는|이|가|도|들은|들도|들이|종류는|\s*같은\s*(?:건|거|것))")
+TOPIC_MARK = re.compile(r"^\s*+(?:은|는|이|가|도|들은|들도|들이|종류는|같은\s*+(?:건|거|것))")
 # A refused description without a vocabulary word (먹는 건 말고, 단 음식은 못 드세요): up to two words before the
 # topic particle; the serving layer maps it onto the collection's vocabulary (gateway/conversations/sessions.py).
-DESCRIPTION = re.compile(r"(?P<desc>(?:[가-힣]+\s)?[가-힣]+?)\s*(?P<mark>건|거는|거|것은|것도|은|는)\s*"
+DESCRIPTION = re.compile(r"(?P<desc>(?<![가-힣])(?:[가-힣]+\s)?[가-힣]+?)\s*+(?P<mark>건|거는|거|것은|것도|은|는)\s*"
                          r"(?:다\s*|좀\s*|그냥\s*)?$")
 # What makes a mentioned attribute a must-have ("각인 되는 걸로", "캐릭터 들어간 게 좋대요"); a bare mention
 # ("와인 세트") or a soft wish ("비건이면 더 좋아요") is none.
 WISH = r"(?:되는|되게|들어간|들어\s*있는|있는\s*걸|가능한|걸로|으?로\s*해|이어야|여야|좋대|필수)"
 HANGUL = re.compile(r"[가-힣]")
 AMOUNTISH = re.compile(r"\d|[만천]\s*원|빼|싫|말고")  # a budget or a refusal is no search keyword
-TOPIC = re.compile(r"([가-힣A-Za-z0-9]{2,})(?:은|는|이|가|도)\s")
-THAT = re.compile(r"(?:그건|그거|그것|그것도|그건요|그중에|그\s*제품)\s*(?:은|는|도)?\s*" + REFUSAL)
+TOPIC = re.compile(r"(?<![가-힣A-Za-z0-9])([가-힣A-Za-z0-9]{2,})(?:은|는|이|가|도)\s")
+THAT = re.compile(r"(?:그건|그거|그것|그것도|그건요|그중에|그\s*+제품)\s*+(?:(?:은|는|도)\s*+)?" + REFUSAL)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,17 @@ class OcrSettings(ServiceSettings):
     max_file_ocr_pages: int = Field(10, ge=0, le=1000, description="most pages without a usable text layer "
                                                                     "ReadFile reads by OCR in one call (more: "
                                                                     "a job)")
+    max_page_chars: int = Field(100_000, ge=100, description="most characters of one PDF page's text layer "
+                                "(counted before any is read; more: a 400 naming it)")
+    max_file_chars: int = Field(2_000_000, ge=1000, description="most characters of text one file holds, all pages "
+                                "together (PDF layers, DOCX, HTML, plain text)")
+    max_xml_bytes: int = Field(40_000_000, ge=10_000, description="most bytes a DOCX's XML parts inflate to")
+    max_nodes: int = Field(2_000_000, ge=1000, description="most elements of one DOCX body or HTML page")
+    file_budget_s: float = Field(8.0, gt=0, le=300, description="wall time one file's reading may take in its "
+                                 "child process (parsing, text layers, rendering pages for OCR) before it is "
+                                 "stopped and answered with a 400 naming this budget")
+    file_memory_mb: int = Field(2048, ge=256, description="address space of the child process reading one file")
+    file_readers: int = Field(2, ge=1, le=32, description="files read at once (child processes); more wait")
     max_side: int = Field(1920, ge=256, description="long side of the image Tesseract reads")
     pdf_dpi: int = Field(200, ge=72, le=600, description="PDF render resolution")
     deskew: bool = Field(True, description="straighten skewed text lines before OCR")

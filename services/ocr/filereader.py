@@ -19,6 +19,7 @@ from services.ocr.files import (
     Char,
     FileReading,
     LayerPage,
+    judge_layers,
     read_docx,
     read_html,
     read_pdf,
@@ -26,6 +27,7 @@ from services.ocr.files import (
     render_pages,
     sniff,
 )
+from services.ocr.sandbox import ReadingProcesses
 
 READERS = {"docx": read_docx, "html": read_html, "text": read_text}
 
@@ -73,13 +75,27 @@ def layer_page(page: LayerPage) -> PageResult:
                       engine="text_layer", image_size=page.size)
 
 
-class FileReader:
-    """Reads files of every kind the service knows (see the module doc)."""
+def layer_pages(reading: FileReading, plausibility) -> dict[int, PageResult]:
+    """The pages of a reading whose layer is usable (judged here: services.ocr.files.judge_layers), as results."""
+    if reading.kind == "pdf" and plausibility is not None:
+        judge_layers(reading, plausibility)
+    return {p.index: layer_page(p) for p in reading.pages if not p.problem}
 
-    def __init__(self, extractor: Extractor, max_pages: int, max_ocr_pages: int) -> None:
+
+class FileReader:
+    """Reads files of every kind the service knows (see the module doc).
+
+    The file's parsing (and the rendering of pages OCR reads) runs in a child process under the
+    service's work budget (:class:`~services.ocr.sandbox.ReadingProcesses`); judging the layers and
+    building the pages runs on the extractor's threads. The event loop only sniffs the first 2 KB.
+    """
+
+    def __init__(self, extractor: Extractor, max_pages: int, max_ocr_pages: int,
+                 processes: ReadingProcesses | None = None) -> None:
         self.extractor = extractor
         self.max_pages = max_pages  # pages of a PDF (text layer or not)
         self.max_ocr_pages = max_ocr_pages  # of them, pages without a usable layer, read by OCR in one call
+        self.processes = processes or ReadingProcesses()
 
     async def read(self, data: bytes, options: ExtractOptions) -> tuple[str, list[PageResult], dict[int, str]]:
         """The file's kind, its pages, and why each OCR-read PDF page's layer was not used."""
@@ -92,23 +108,22 @@ class FileReader:
         threads = self.extractor._threads
         t = time.perf_counter_ns()
         if kind == "pdf":
-            reading: FileReading = await loop.run_in_executor(
-                threads, read_pdf, data, self.extractor.limits, self.max_pages, self.extractor.plausibility)
+            reading: FileReading = await self.processes.run(read_pdf, data, self.extractor.limits, self.max_pages)
         else:
-            reading = await loop.run_in_executor(threads, READERS[kind], data, self.extractor.limits)
+            reading = await self.processes.run(READERS[kind], data, self.extractor.limits)
+        pages = await loop.run_in_executor(threads, layer_pages, reading, self.extractor.plausibility)
         read_ns = time.perf_counter_ns() - t
         problems = {p.index: p.problem for p in reading.pages if p.problem}
         if len(problems) > self.max_ocr_pages:
             why = (f"{len(problems)} pages have no usable text layer and need OCR, over the limit of "
                    f"{self.max_ocr_pages} in one read; submit the file as an OCR job")
             raise InvalidInput(f"content: {why}", [Violation("content", why)])
-        pages = {p.index: layer_page(p) for p in reading.pages if not p.problem}
         share = read_ns // max(len(reading.pages), 1)
         for p in pages.values():
             p.timings = {"decode_ns": share, "total_ns": share}
         if problems:
             t = time.perf_counter_ns()
-            images = await loop.run_in_executor(threads, render_pages, data, self.extractor.limits, list(problems))
+            images = await self.processes.run(render_pages, data, self.extractor.limits, list(problems))
             render_ns = (time.perf_counter_ns() - t) // len(images)
             read = await asyncio.gather(*[self.extractor.read_page(i, img, options, render_ns)
                                           for i, img in zip(problems, images, strict=True)])

@@ -18,17 +18,22 @@ and the service goes on serving. Pure and synchronous: the servicer runs these o
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import unicodedata
 import zipfile
+from array import array
 from dataclasses import dataclass, field
 
 from services.bootstrap.errors import InvalidInput, Violation
 from services.ocr.imaging import Limits, is_pdf
 
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*", b"BM")
-HTML_START = re.compile(rb"^\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|meta|title)\b",
-                        re.IGNORECASE | re.DOTALL)
+# Possessive and atomic throughout: an XML declaration, then comments, each taken whole and never given
+# back, so a page of 40 empty comments and no tag fails at once instead of trying every way to split them
+# (the backtracking form of this pattern stalled the service for hours on 281 bytes).
+HTML_START = re.compile(rb"^\s*+(?:<\?xml[^>]*+>\s*+)?+(?:<!--(?>.*?-->)\s*+)*+"
+                        rb"<(?:!doctype\s++html|html|head|body|meta|title)\b", re.IGNORECASE | re.DOTALL)
 # Characters a usable text layer does not hold many of: unmapped glyphs (U+FFFD), private-use code points
 # (a font without a Unicode map), control characters.
 UNMAPPED = re.compile(r"[\ufffd\ue000-\uf8ff\U000f0000-\U0010ffff\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -72,15 +77,31 @@ class Char:
     box: tuple[int, int, int, int] | None
 
 
+NO_BOX = -1  # a character without a box (white space) in :attr:`LayerPage.boxes`
+
+
 @dataclass
 class LayerPage:
-    """One PDF page's text layer, or why it cannot be used (``problem``: the page is then read by OCR)."""
+    """One PDF page's text layer, or why it cannot be used (``problem``: the page is then read by OCR).
+
+    The characters are kept compact (they cross a process boundary): ``raw`` as extracted and ``boxes``,
+    four ints per character (:data:`NO_BOX` for white space); :attr:`chars` builds the objects.
+    """
 
     index: int
     text: str
-    chars: list[Char] = field(default_factory=list)
+    raw: str = ""
+    boxes: array = field(default_factory=lambda: array("i"))
     size: tuple[int, int] = (0, 0)  # the page rendered at the service's PDF resolution, in pixels
     problem: str = ""
+    has_image: bool = False  # the page draws an image (a scan under its layer: masking reads it too)
+
+    @property
+    def chars(self) -> list[Char]:
+        """The layer's characters with their boxes."""
+        b = self.boxes
+        return [Char(c, None if b[4 * k] == NO_BOX else (b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]))
+                for k, c in enumerate(self.raw)]
 
 
 @dataclass
@@ -139,14 +160,21 @@ def page_scale(width: float, height: float, limits: Limits) -> float:
     return scale
 
 
-def read_pdf(data: bytes, limits: Limits, max_pages: int, plausibility=None,
-             field_name: str = "content") -> FileReading:
-    """Every page's text layer with character boxes (pixels of the page as rendered), each judged usable or not."""
+def read_pdf(data: bytes, limits: Limits, max_pages: int, field_name: str = "content") -> FileReading:
+    """Every page's text layer with character boxes (pixels of the page as rendered), each judged usable or not.
+
+    Bounded by its work, not only the file's bytes: pages share content streams, so a 34 KB file can
+    name hundreds of millions of characters. Each page's characters are counted before any is read
+    (``limits.max_page_chars``), and the file's total is kept (``limits.max_file_chars``); either
+    over its bound is a 400 naming it. The layer's Korean plausibility is judged by :func:`judge_layers`
+    in the service, on a bounded sample. Run in a child process (services/ocr/sandbox.py).
+    """
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
     pdf = _open_pdf(data, limits, max_pages, field_name)
     pages: list[LayerPage] = []
+    total = 0
     try:
         for i in range(len(pdf)):
             page = pdf[i]
@@ -154,33 +182,63 @@ def read_pdf(data: bytes, limits: Limits, max_pages: int, plausibility=None,
                 width, height = page.get_size()
                 scale = page_scale(width, height, limits)
                 textpage = page.get_textpage()
+                count = textpage.count_chars()
+                if count > limits.max_page_chars:
+                    raise _bad(f"page {i + 1}'s text layer holds {count:,} characters, over the limit of "
+                               f"{limits.max_page_chars:,} a page", field_name)
+                total += count
+                if total > limits.max_file_chars:
+                    raise _bad(f"the text layers hold over {limits.max_file_chars:,} characters by page {i + 1} "
+                               "(the limit of one file)", field_name)
                 text = textpage.get_text_range()
-                chars: list[Char] = []
+                kept: list[str] = []
+                boxes = array("i")
                 for k, c in enumerate(text):
                     if c == "\r":
                         continue
-                    box = None
-                    if not c.isspace():
+                    kept.append(c)
+                    if c.isspace():
+                        boxes.extend((NO_BOX, NO_BOX, NO_BOX, NO_BOX))
+                    else:
                         left, bottom, right, top = textpage.get_charbox(k)  # the glyph's own box: the ink
-                        box = (round(left * scale), round((height - top) * scale), round(right * scale),
-                               round((height - bottom) * scale))
-                    chars.append(Char(c, box))
-                has_image = any(obj.type == raw.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects())
+                        boxes.extend((round(left * scale), round((height - top) * scale), round(right * scale),
+                                      round((height - bottom) * scale)))
+                has_image = False
+                for obj in page.get_objects():
+                    if obj.type == raw.FPDF_PAGEOBJ_IMAGE:
+                        has_image = True
+                        break
                 textpage.close()
             finally:
                 page.close()
-            clean = unicodedata.normalize("NFC", "".join(c.text for c in chars))
-            if len(clean) != len(chars):
-                clean = "".join(c.text for c in chars)  # composed forms would move the boxes: keep as written
-            implausible = plausibility.score(clean).implausible_share if plausibility is not None and clean.strip() \
-                else None
-            pages.append(LayerPage(i, clean, chars, (round(width * scale), round(height * scale)),
-                                   layer_problem(clean, has_image, implausible)))
+            as_read = "".join(kept)
+            clean = unicodedata.normalize("NFC", as_read)
+            if len(clean) != len(as_read):
+                clean = as_read  # composed forms would move the boxes: keep as written
+            pages.append(LayerPage(i, clean, as_read, boxes, (round(width * scale), round(height * scale)),
+                                   layer_problem(clean, has_image, None), has_image))
     except pdfium.PdfiumError as err:
         raise _bad(f"unreadable PDF page ({err})", field_name) from None
     finally:
         pdf.close()
     return FileReading("pdf", pages)
+
+
+PLAUSIBILITY_SAMPLE = 2_000  # characters of a page's layer the Korean check reads: enough to tell garbage
+
+
+def judge_layers(reading: FileReading, plausibility) -> FileReading:
+    """Each usable page's layer judged by the Korean plausibility check, on its first :data:`PLAUSIBILITY_SAMPLE` chars.
+
+    A layer whose glyphs map to the wrong characters is garbage throughout, so a sample tells; the
+    check's cost (Kiwi) is then bounded by the page count, whatever a page holds.
+    """
+    for page in reading.pages:
+        if page.problem or not page.text.strip():
+            continue
+        sample = page.text[:PLAUSIBILITY_SAMPLE]
+        page.problem = layer_problem(page.text, False, plausibility.score(sample).implausible_share)
+    return reading
 
 
 def render_pages(data: bytes, limits: Limits, indices: list[int]):
@@ -218,14 +276,35 @@ def _check_zip(data: bytes, limits: Limits) -> zipfile.ZipFile:
                        f"{MAX_ZIP_RATIO}x (decompression bomb guard)")
     if "word/document.xml" not in {m.filename for m in members}:
         raise _bad("a zip file that is not a Word document (no word/document.xml)")
+    xml = sum(m.file_size for m in members if m.filename.endswith((".xml", ".rels")))
+    if xml > limits.max_xml_bytes:
+        raise _bad(f"the document's XML parts inflate to {xml:,} bytes, over the limit of {limits.max_xml_bytes:,}")
     return archive
+
+
+def _count_elements(archive: zipfile.ZipFile, name: str, limit: int) -> None:
+    """Stream one XML part and count its elements, stopping at ``limit`` (no tree is kept)."""
+    from lxml import etree
+
+    count = 0
+    try:
+        with archive.open(name) as part:
+            for _, element in etree.iterparse(part, events=("end",), resolve_entities=False, no_network=True,
+                                              huge_tree=False):
+                count += 1
+                if count > limit:
+                    raise _bad(f"{name} holds over {limit:,} XML elements, the limit of one document")
+                element.clear(keep_tail=False)
+    except etree.XMLSyntaxError as err:
+        raise _bad(f"an unreadable Word document ({name}: {str(err)[:120]})") from None
 
 
 def read_docx(data: bytes, limits: Limits) -> FileReading:
     """A Word document's paragraphs and tables in order: table cells joined by tabs, rows by lines."""
     if len(data) > limits.max_bytes:
         raise _bad(f"{len(data)} bytes is over the limit of {limits.max_bytes}")
-    _check_zip(data, limits)
+    archive = _check_zip(data, limits)
+    _count_elements(archive, "word/document.xml", limits.max_nodes)
     import docx
     from docx.table import Table
     from docx.text.paragraph import Paragraph
@@ -247,7 +326,14 @@ def read_docx(data: bytes, limits: Limits) -> FileReading:
                         cells.append(cell._tc)
                 lines.append("\t".join(" ".join(p.text for p in _cell_paragraphs(tc, document)) for tc in cells))
     text = unicodedata.normalize("NFC", "\n".join(lines).strip())
-    return FileReading("docx", [LayerPage(0, text)])
+    return FileReading("docx", [LayerPage(0, _bounded(text, limits))])
+
+
+def _bounded(text: str, limits: Limits) -> str:
+    """``text`` when it is within the file's character bound (a 400 naming it otherwise)."""
+    if len(text) > limits.max_file_chars:
+        raise _bad(f"the file holds {len(text):,} characters of text, over the limit of {limits.max_file_chars:,}")
+    return text
 
 
 def _cell_paragraphs(tc, document):
@@ -256,7 +342,21 @@ def _cell_paragraphs(tc, document):
     return [Paragraph(p, document) for p in tc.iterchildren() if p.tag.endswith("}p")]
 
 
-CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+CHARSET = re.compile(rb"""charset=["']?+([A-Za-z0-9_.:-]++)""", re.IGNORECASE)
+
+
+def declared_charset(head: bytes) -> str | None:
+    """The charset a ``<meta>`` tag in ``head`` declares (the first one inside a meta tag), or None.
+
+    Found by one scan for ``charset=`` and a look back to the tag it sits in, rather than a pattern
+    that rescans from every ``<meta`` (quadratic on a page of unclosed tags).
+    """
+    lower = head.lower()
+    for m in CHARSET.finditer(head):
+        opening = lower.rfind(b"<", 0, m.start())
+        if opening >= 0 and lower.startswith(b"<meta", opening) and b">" not in head[opening:m.start()]:
+            return m.group(1).decode("ascii")
+    return None
 BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "section", "article",
           "header", "footer", "ul", "ol", "dt", "dd", "blockquote", "pre", "hr", "title", "address", "main"}
 
@@ -270,36 +370,42 @@ def read_html(data: bytes, limits: Limits) -> FileReading:
         raise _bad(f"{len(data)} bytes is over the limit of {limits.max_bytes}")
     import lxml.html
 
-    declared = CHARSET.search(data[:4096])
+    declared = declared_charset(data[:4096])
     try:
-        markup = data.decode(declared.group(1).decode("ascii") if declared else "utf-8-sig")
+        markup = data.decode(declared or "utf-8-sig")
     except (LookupError, UnicodeDecodeError):
         markup = data.decode("cp949", errors="replace")
     try:
         root = lxml.html.document_fromstring(re.sub(r"^\s*<\?xml[^>]*\?>", "", markup))
     except Exception as err:  # noqa: BLE001 - lxml's parser errors
         raise _bad(f"unreadable HTML ({type(err).__name__})") from None
+    nodes = sum(1 for _ in itertools.islice(root.iter(), limits.max_nodes + 1))
+    if nodes > limits.max_nodes:
+        raise _bad(f"the page holds over {limits.max_nodes:,} HTML elements, the limit of one document")
     for bad in root.xpath("//script|//style|//noscript|//template|//head/meta|//head/link"):
         bad.drop_tree()
     parts: list[str] = []
-
-    def walk(el) -> None:
-        tag = el.tag if isinstance(el.tag, str) else ""
+    # Depth first without recursion (a page may nest as deep as the parser allows): an element is entered
+    # (its opening break and text), then its children, then left (its closing break and its tail).
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        el, leaving = stack.pop()
+        tag = el.tag if isinstance(el.tag, str) else ""  # type: ignore[attr-defined]
+        if leaving:
+            if tag in BLOCKS or tag in ("td", "th"):
+                parts.append("\t" if tag in ("td", "th") else "\n")
+            if el is not root and el.tail:  # type: ignore[attr-defined]
+                parts.append(el.tail)  # type: ignore[attr-defined]
+            continue
         if tag in BLOCKS:
             parts.append("\n")
-        if el.text and tag:
-            parts.append(el.text)
-        for child in el:
-            walk(child)
-            if child.tail:
-                parts.append(child.tail)
-        if tag in BLOCKS or tag in ("td", "th"):
-            parts.append("\t" if tag in ("td", "th") else "\n")
-
-    walk(root)
+        if el.text and tag:  # type: ignore[attr-defined]
+            parts.append(el.text)  # type: ignore[attr-defined]
+        stack.append((el, True))
+        stack.extend((child, False) for child in reversed(el))  # type: ignore[call-overload]
     lines = [" ".join(line.split()) for line in "".join(parts).splitlines()]
     text = unicodedata.normalize("NFC", "\n".join(line for line in lines if line))
-    return FileReading("html", [LayerPage(0, text)])
+    return FileReading("html", [LayerPage(0, _bounded(text, limits))])
 
 
 def read_text(data: bytes, limits: Limits) -> FileReading:
@@ -316,4 +422,5 @@ def read_text(data: bytes, limits: Limits) -> FileReading:
                 text = data.decode("cp949")
             except UnicodeDecodeError:
                 raise _bad("text in no encoding this service reads (UTF-8, UTF-16 with a BOM, CP949)") from None
-    return FileReading("text", [LayerPage(0, unicodedata.normalize("NFC", text.replace("\r\n", "\n")))])
+    return FileReading("text", [LayerPage(0, _bounded(unicodedata.normalize("NFC", text.replace("\r\n", "\n")),
+                                                       limits))])

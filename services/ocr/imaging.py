@@ -20,12 +20,22 @@ PDF_MAGIC = b"%PDF-"
 
 @dataclass(frozen=True)
 class Limits:
-    """Input limits: bytes per upload, pixels per decoded image, pages per document."""
+    """Input limits: bytes per upload, pixels per decoded image, pages per document, and the work inside a file.
+
+    The work bounds (services/ocr/files.py enforces them where the work happens): characters of one PDF
+    page's text layer and of one file's text, bytes of XML a DOCX's parts inflate to, and elements of a
+    parsed DOCX or HTML document. A real dense page holds ~5,000 characters and a 300-page book's
+    document.xml ~10 MB; the bounds sit well above both.
+    """
 
     max_bytes: int = 20_000_000
     max_pixels: int = 40_000_000
     max_pages: int = 50
     pdf_dpi: int = 200
+    max_page_chars: int = 100_000
+    max_file_chars: int = 2_000_000
+    max_xml_bytes: int = 40_000_000
+    max_nodes: int = 2_000_000
 
 
 def _bad(field: str, description: str) -> InvalidInput:

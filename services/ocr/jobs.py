@@ -44,14 +44,15 @@ from services.bootstrap.errors import (
 from services.bootstrap.health import DependencyMonitor
 from services.ocr.cache import OcrCache
 from services.ocr.extractor import ExtractOptions, Extractor, PageResult
-from services.ocr.filereader import layer_page
+from services.ocr.filereader import layer_pages
 from services.ocr.files import read_pdf
 from services.ocr.imaging import is_pdf
-from services.ocr.masking import FIT_MAX_SKEW, Located, fitted, locate, masked_png
+from services.ocr.masking import FIT_MAX_SKEW, Located, fitted, locate, masked_png, merged
 from services.ocr.pictures import find as find_pictures
 from services.ocr.pii.detector import Policy
 from services.ocr.rereads import reread
 from services.ocr.results import page_from_json, page_to_json
+from services.ocr.sandbox import ReadingProcesses
 from services.runtime.jobs import (
     JOB_ID,
     JobContext,
@@ -94,8 +95,10 @@ class JobStore:
                  lease_s: float = 15.0, tracer_provider: trace.TracerProvider | None = None,
                  cache_ttl_s: int = 0, cache_revision: str = "", cache_redis_url: str = "",
                  png_bytes_per_page: int = 1024 * 1024, png_ttl_s: int = 3600, mask_margin_px: int = 2,
-                 fit_masks: bool = True, reread_labels: bool = True) -> None:
+                 fit_masks: bool = True, reread_labels: bool = True,
+                 readings: ReadingProcesses | None = None) -> None:
         self.extractor = extractor
+        self.readings = readings or ReadingProcesses()  # PDF text layers, read under the file work budget
         self.reread_labels = reread_labels
         self.mask_margin_px = mask_margin_px
         self.fit_masks = fit_masks
@@ -258,7 +261,8 @@ class JobStore:
 
     async def _read_pages(self, record: JobRecord, payload: bytes, ctx: JobContext) -> None:
         """An OCR job: every page's reading stored by index."""
-        async def store(pages: list[PageResult], images: dict[int, Image.Image]) -> None:
+        async def store(pages: list[PageResult], images: dict[int, Image.Image],
+                        layers: dict[int, PageResult]) -> None:
             await ctx.write_part(PAGES, {str(p.index): page_to_json(p) for p in pages})
 
         await self._each_page(record, payload, ctx, PAGES, store, need_images=False)
@@ -272,9 +276,12 @@ class JobStore:
                         threshold=masking.get("threshold", Policy().threshold),
                         company_lines=bool(masking.get("company_lines")), keep=bool(masking.get("keep")))
 
-        def work(page: PageResult, image: Image.Image | None) -> tuple[dict, bytes | None]:
+        def work(page: PageResult, image: Image.Image | None,
+                 layer: PageResult | None) -> tuple[dict, bytes | None]:
             t = time.perf_counter_ns()
             found = locate(page, policy)
+            if layer is not None:  # a scan under a text layer: what either reading found is masked
+                found = merged(found, locate(layer, policy))
             if self.reread_labels and image is not None and page.lines:
                 found += reread(page, image, found, self.extractor.pool, policy)
             # A turned page keeps OCR's boxes: its ink does not lie in upright rows.
@@ -285,8 +292,10 @@ class JobStore:
             took = page.timings.get("total_ns", 0) * (not page.cached) + time.perf_counter_ns() - t
             return masked_view(page, found, rendered is not None, took, shown), rendered
 
-        async def store(pages: list[PageResult], images: dict[int, Image.Image]) -> None:
-            done = await asyncio.gather(*(asyncio.to_thread(work, p, images.get(p.index)) for p in pages))
+        async def store(pages: list[PageResult], images: dict[int, Image.Image],
+                        layers: dict[int, PageResult]) -> None:
+            done = await asyncio.gather(*(asyncio.to_thread(work, p, images.get(p.index), layers.get(p.index))
+                                          for p in pages))
             await ctx.write_part(MASKED, {str(p.index): json.dumps(view, ensure_ascii=False)
                                           for p, (view, _) in zip(pages, done, strict=True)})
             await ctx.write_part(PNG, {str(p.index): image for p, (_, image) in zip(pages, done, strict=True)
@@ -296,7 +305,8 @@ class JobStore:
         await self._each_page(record, payload, ctx, MASKED, store, need_images=True)
 
     async def _each_page(self, record: JobRecord, payload: bytes, ctx: JobContext, part: str,
-                         store: Callable[[list[PageResult], dict[int, Image.Image]], Awaitable[None]],
+                         store: Callable[[list[PageResult], dict[int, Image.Image], dict[int, PageResult]],
+                                         Awaitable[None]],
                          need_images: bool) -> None:
         """Read every page not yet stored in ``part`` (a resumed job skips the rest), a window at a time.
 
@@ -309,13 +319,15 @@ class JobStore:
         try:
             for i, data in enumerate(unpack_uploads(payload)):
                 # Masking jobs box a PDF page's personal data with its text layer's glyph boxes where usable
-                # (read again each time: it is cheap, and kept out of the OCR cache); OCR jobs are OCR readings
-                # (their pages' engine is Tesseract or the VLM).
+                # (read again each time: it is cheap, and kept out of the OCR cache); a page whose layer lies
+                # over an image (a scanner's searchable PDF: its own OCR, which may misread what the image
+                # shows) is read by OCR too, and what either reading finds is masked. OCR jobs are OCR
+                # readings (their pages' engine is Tesseract or the VLM).
                 layered = part == MASKED and is_pdf(data)
                 cache = None if layered else self.cache
                 key = cache.key(data, options) if cache is not None else ""
                 cached = await cache.get(key) if cache is not None else None
-                pdf_pages, layer = await self._layer(data, f"contents[{i}]") if layered else (0, {})
+                pdf_pages, layer, under = await self._layer(data, f"contents[{i}]") if layered else (0, {}, {})
                 ocr_needed = cached is None and (not pdf_pages or len(layer) < pdf_pages)
                 images = await self.extractor.decode(data, f"contents[{i}]") if ocr_needed or need_images else []
                 base = index
@@ -335,7 +347,8 @@ class JobStore:
                             self._as_is(replace(layer[k - base], index=k)) if k - base in layer
                             else self._read_with_retry(k, images[k - base], options) for k in chunk)))
                         read += pages
-                    await store(pages, {k: images[k - base] for k in chunk} if images else {})
+                    await store(pages, {k: images[k - base] for k in chunk} if images else {},
+                                {k: replace(under[k - base], index=k) for k in chunk if k - base in under})
                     done.update(p.index for p in pages)
                     await ctx.progress(done=len(done))
                 if cache is not None and cached is None and len(read) == n:
@@ -344,18 +357,23 @@ class JobStore:
         except MeshError as err:
             await ctx.progress(error=f"page {index}: {err.message}")
 
-    async def _layer(self, data: bytes, field: str) -> tuple[int, dict[int, PageResult]]:
-        """A PDF's page count and the pages its text layer reads (services/ocr/files.py); (0, {}) for an image.
+    async def _layer(self, data: bytes, field: str) -> tuple[int, dict[int, PageResult], dict[int, PageResult]]:
+        """A PDF's page count, the pages its text layer alone reads, and the usable layers that lie over an image.
 
-        Those pages are taken from the layer — exact text, each character's box from the PDF — and only
-        the others are read by OCR.
+        Pages of the first kind are taken from the layer — exact text, each character's box from the
+        PDF. Pages of the second kind are read by OCR as well (the image is the page; the layer is only
+        someone's reading of it), and the rest by OCR alone. (0, {}, {}) for an image upload.
         """
         if not is_pdf(data):
-            return 0, {}
+            return 0, {}, {}
         loop = asyncio.get_running_loop()
-        reading = await loop.run_in_executor(self.extractor._threads, read_pdf, data, self.extractor.limits,
-                                             self.extractor.limits.max_pages, self.extractor.plausibility, field)
-        return len(reading.pages), {p.index: layer_page(p) for p in reading.pages if not p.problem}
+        reading = await self.readings.run(read_pdf, data, self.extractor.limits, self.extractor.limits.max_pages,
+                                          field, field_name=field)
+        usable = await loop.run_in_executor(self.extractor._threads, layer_pages, reading,
+                                            self.extractor.plausibility)
+        scanned = {p.index for p in reading.pages if p.has_image}
+        return (len(reading.pages), {k: p for k, p in usable.items() if k not in scanned},
+                {k: p for k, p in usable.items() if k in scanned})
 
     @staticmethod
     async def _as_is(page: PageResult) -> PageResult:

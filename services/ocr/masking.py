@@ -150,6 +150,25 @@ def locate(page: PageResult, policy: Policy) -> list[Located]:
     return sorted(kept, key=lambda f: (f.box[1] // 10, f.box[0]))
 
 
+def merged(first: list[Located], second: list[Located]) -> list[Located]:
+    """Two readings' findings on one page, every finding of either masked.
+
+    A finding of ``second`` overlapping one of ``first`` (half of the smaller box) is the same entity: it
+    stays one finding, masked where either reading placed it. Used for a scan under a text layer (OCR's
+    findings first, the layer's second), where the layer may misread or drop what the image shows.
+    """
+    out = list(first)
+    for f in second:
+        k = next((k for k, g in enumerate(out) if g.kind == f.kind and _overlap(f.box, g.box) >= 0.5), None)
+        if k is None:
+            out.append(f)
+        else:
+            g = out[k]
+            extra = [b for b in f.masked if all(_overlap(b, m) < 0.9 for m in g.masked)]
+            out[k] = Located(g.kind, max(g.score, f.score), g.rule, g.text, union([g.box, f.box]), g.masked + extra)
+    return sorted(out, key=lambda f: (f.box[1] // 10, f.box[0]))
+
+
 def _hidden_runs(boxes: list[Box | None], text: str, hidden: str, shown: set[int], start: int,
                  end: int) -> list[Box]:
     """Boxes over the hidden characters of ``text[start:end]``.

@@ -19,6 +19,7 @@ from services.ocr.extractor import CleanPage, Extractor, FallbackPolicy
 from services.ocr.filereader import FileReader
 from services.ocr.imaging import Limits, Preprocess
 from services.ocr.jobs import JobStore
+from services.ocr.sandbox import Budget, ReadingProcesses
 from services.ocr.servicer import OcrServicer
 from services.ocr.vlm import VisionReader, make_reader
 from services.runtime.errors import StartupError
@@ -95,7 +96,10 @@ async def create_ocr_service(
     reader = reader or make_reader(settings.vlm_kind, settings.vlm_url, settings.vlm_model,
                                      settings.vlm_api_key.get_secret_value())
     limits = Limits(max_bytes=settings.max_bytes, max_pixels=settings.max_pixels, max_pages=settings.max_pages,
-                    pdf_dpi=settings.pdf_dpi)
+                    pdf_dpi=settings.pdf_dpi, max_page_chars=settings.max_page_chars,
+                    max_file_chars=settings.max_file_chars, max_xml_bytes=settings.max_xml_bytes,
+                    max_nodes=settings.max_nodes)
+    readings = ReadingProcesses(Budget(settings.file_budget_s, settings.file_memory_mb), settings.file_readers)
     policy = FallbackPolicy(settings.min_confidence, settings.max_low_word_share,
                             min_plausible_confidence=settings.min_plausible_confidence,
                             max_uncovered=settings.max_uncovered)
@@ -115,12 +119,12 @@ async def create_ocr_service(
                     cache_revision=engine_revision(settings, reader), cache_redis_url=settings.cache_redis_url,
                     png_bytes_per_page=settings.png_bytes_per_page, png_ttl_s=settings.png_ttl_s,
                     mask_margin_px=settings.mask_margin_px, fit_masks=settings.fit_masks,
-                    reread_labels=settings.reread_labels)
+                    reread_labels=settings.reread_labels, readings=readings)
     # Uploads may be as large as max_bytes (plus framing); a job carries several.
     limit = settings.max_bytes * 4 + 65536
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, OcrServicer(
         extractor, jobs, settings.max_sync_pages,
-        FileReader(extractor, settings.max_file_pages, settings.max_file_ocr_pages)))],
+        FileReader(extractor, settings.max_file_pages, settings.max_file_ocr_pages, readings)))],
                                tracer_provider=tracer_provider, registry=registry,
                                options=[("grpc.max_receive_message_length", limit)],
                                dependencies=[Dependency("redis", jobs.ping)],

@@ -47,7 +47,7 @@ CompletionEvent = Delta | ToolCalls | Finished | Failed
 class DirectReply:
     """The reply of a tool-choice answer as it is written, once the answer is known to be the direct reply."""
 
-    CHOICE = re.compile(r'\s*\{\s*"tool"\s*:\s*"([^"\\]*)"')
+    CHOICE = re.compile(r'(?<!\s)\s*+\{\s*+"tool"\s*+:\s*+"([^"\\]*+)"')
 
     def __init__(self) -> None:
         self.raw = ""

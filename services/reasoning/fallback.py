@@ -20,7 +20,7 @@ RULE_REASONS = Counter("mesh_reasoning_rule_reasons_total",
 # Words of a query that say what is asked for in general, not what an item must match.
 _ASKING = frozenset("추천 추천해 추천해줘 추천해 주세요 선물 상품 제품 찾아 찾는 찾고 좋은 괜찮은 어때 뭐가 무엇 "
                     "주세요 해줘 알려 줘".split())
-_FIELD = re.compile(r"(?P<key>[A-Za-z_가-힣]+)\s*:\s*(?P<value>[^,]+)")
+_FIELD = re.compile(r"(?<![A-Za-z_가-힣])(?P<key>[A-Za-z_가-힣]++)\s*+:\s*+(?P<value>[^,]+)")
 CATEGORY_KEYS = ("category", "카테고리", "분류")
 PRICE_KEYS = ("price", "가격")
 

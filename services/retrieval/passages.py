@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 # A sentence ends at . ! ? (and their full-width forms) followed by white space, or at a line break.
-SENTENCE_END = re.compile(r"[.!?。！？]+(?=\s)|\n+")
+SENTENCE_END = re.compile(r"(?<![.!?。！？])[.!?。！？]++(?=\s)|\n++")  # a run of marks taken once, whole
 SHORT_SLACK = 1.25  # a document up to chars * this stays one passage (no 20-character tail passages)
 
 DOCUMENT_LAYOUT = "document"  # one point per document (collections written before passages)

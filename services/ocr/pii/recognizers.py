@@ -258,12 +258,14 @@ def birth_dates(text: str, view: str) -> Iterator[Span]:
 # -- addresses ----------------------------------------------------------------------------------------
 _PROV = "|".join(sorted(PROVINCES, key=len, reverse=True))
 _DIST = "|".join(sorted(DISTRICTS, key=len, reverse=True))
-_UNIT = r"(?:\s*,?\s*(?:\d+동\s*)?\d+호|\s*,?\s*\d+층|\s*\([^)]{1,20}\))*"
-_ROAD = r"[가-힣0-9]+(?:로|길)(?:\s*\d+(?:번)?길)?\s*\d+(?:-\d+)?" + _UNIT
-_LOT = r"[가-힣0-9]+(?:동|읍|면|리|가)\s*\d+(?:-\d+)?(?:번지)?" + _UNIT
+_UNIT = r"(?:\s*+,?\s*+(?:\d+동\s*+)?\d+호|\s*+,?\s*+\d+층|\s*+\([^)]{1,20}\))*+"
+# Each name is one run of Hangul and digits taken whole, up to its last syllable, whose ending is then checked:
+# a run that could end at any 시, 동 or 로 inside it made the address pattern cubic on long Hangul text.
+_ROAD = r"(?>[가-힣0-9]*[가-힣])(?<=[로길])(?:\s*+\d+(?:번)?길)?\s*+\d+(?:-\d+)?" + _UNIT
+_LOT = r"(?>[가-힣0-9]*[가-힣])(?<=[동읍면리가])\s*+\d+(?:-\d+)?(?:번지)?" + _UNIT
 _ADDR = re.compile(
-    rf"(?:(?:{_PROV})(?![가-힣]{{2,}}(?:대학|병원|은행|공항|역))\s*(?:[가-힣]+(?:시|군|구)\s*){{0,2}}"
-    rf"|(?:{_DIST})\s*)(?:[가-힣]+(?:읍|면|동)\s*)?(?:{_ROAD}|{_LOT})")
+    rf"(?:(?:{_PROV})(?![가-힣]{{2,}}(?:대학|병원|은행|공항|역))\s*+(?:(?>[가-힣]+)(?<=[시군구])\s*+){{0,2}}"
+    rf"|(?:{_DIST})\s*+)(?:(?>[가-힣]+)(?<=[읍면동])\s*+)?(?:{_ROAD}|{_LOT})")
 ADDRESS_WORDS = ("주소", "거주지", "자택", "집 주소", "현주소", "Address")
 
 
@@ -278,7 +280,7 @@ def addresses(text: str, view: str) -> Iterator[Span]:
 NAME_LABELS = ("성명", "이름", "성 명", "지원자", "작성자", "담당자", "추천인", "보호자", "예금주", "Name", "NAME",
                "신청인", "대표자", "본인")
 _LABELLED = re.compile(r"(?:" + "|".join(re.escape(w) for w in NAME_LABELS) + r")(?:은\(는\)|은|는|이|가)?"
-                       r"\s*[:：|]?\s*\(?\s*([가-힣]{2,4})"
+                       r"\s*+[:：|]?\s*+\(?\s*+([가-힣]{2,4})"
                        r"(?=[\s,.)·/|(]|님|씨|$|입니다|이며|이고|은|는|이|가|의|\n)")
 _HONORIFIC = re.compile(r"(?<![가-힣])([가-힣]{2,4})\s?(?:님|씨)(?![가-힣]{2})")
 _SIGNED = re.compile(r"(?<![가-힣])([가-힣]{2,4})\s?(?:드림|올림|\(인\)|\(서명\))")
@@ -303,7 +305,7 @@ _NAME_LINE = re.compile(r"(?P<name>[가-힣]{2,4})(?:\s*\((?:[\u4e00-\u9fff]{2,4
                         r"|\s+(?:드림|올림))?")
 _TITLE = r"(?:이\s*력\s*서|자기\s*소개서|경력\s*기술서|입사\s*지원서|지원서|resume|cv)"
 _TITLE_LINE = re.compile(rf"\[?{_TITLE}\]?", re.IGNORECASE)
-_TITLE_NAME = re.compile(rf"\[?{_TITLE}\]?\s*[—–\-|:·]?\s*(?P<name>[가-힣]{{2,4}})", re.IGNORECASE)
+_TITLE_NAME = re.compile(rf"\[?{_TITLE}\]?\s*+[—–\-|:·]?\s*+(?P<name>[가-힣]{{2,4}})", re.IGNORECASE)
 _ROLE_LINE = re.compile(r"개발자|엔지니어|디자이너|기획자|매니저|분석가|연구원|마케터|컨설턴트|담당자|년차|지원|"
                         r"신입|경력|"
                         r"developer|engineer|designer|manager", re.IGNORECASE)
