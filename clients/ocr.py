@@ -5,6 +5,7 @@ The enum maps between the contract's names (``queued``, ``tesseract`` …) and t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -239,7 +240,9 @@ class AsyncOcrClient(HealthCheck):
         """Read one file of any known type (PDF text layers, DOCX, HTML, text, images; OCR where needed)."""
         request = pb.ReadFileRequest(content=content, options=(options or Options()).to_proto())
         resp = await self._call(self._stub.ReadFile, request, timeout_s)
-        return FileRead(resp.kind, resp.text, [page_from_proto(p) for p in resp.pages], dict(resp.layer_problems))
+        # A file's pages can hold millions of characters and their word boxes: built off the event loop.
+        return await asyncio.to_thread(
+            lambda: FileRead(resp.kind, resp.text, [page_from_proto(p) for p in resp.pages], dict(resp.layer_problems)))
 
     async def submit_job(self, contents: list[bytes], options: Options | None = None,
                          timeout_s: float | None = None) -> Job:
@@ -255,7 +258,7 @@ class AsyncOcrClient(HealthCheck):
     async def get_job_result(self, job_id: str, timeout_s: float | None = None) -> tuple[str, list[Page]]:
         """A finished job's (text, pages in order)."""
         resp = await self._call(self._stub.GetJobResult, pb.GetJobResultRequest(job_id=job_id), timeout_s)
-        return resp.text, [page_from_proto(p) for p in resp.pages]
+        return resp.text, await asyncio.to_thread(lambda: [page_from_proto(p) for p in resp.pages])
 
     async def submit_masking_job(self, contents: list[bytes], masking: Masking, options: Options | None = None,
                                  timeout_s: float | None = None) -> Job:

@@ -29,7 +29,7 @@ from gateway.http.auth import ApiKeys, RequireApiKey
 from gateway.http.deadline import TIMEOUT_HEADER
 from gateway.http.docs import install_docs
 from gateway.http.limits import BodyLimit
-from gateway.http.looplag import watch_loop
+from gateway.http.looplag import warm_routes, watch_loop
 from gateway.http.telemetry import RequestTelemetry
 from gateway.interviews.router import router as interviews_router
 from gateway.ocr.router import router as ocr_router
@@ -41,6 +41,7 @@ from gateway.usage.accounting import UsageAccounting
 from gateway.usage.quotas import Quotas
 from gateway.usage.router import router as usage_router
 from gateway.wiring import Mesh, build_mesh
+from services.runtime.loopguard import LoopWatchdog
 
 # The contract's version: minor for additions since the release in gateway/releases/, major for a break.
 VERSION = "1.1.0"
@@ -80,9 +81,16 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.mesh = mesh or build_mesh(settings, llm_slots=llm_slots)
+        await asyncio.to_thread(warm_routes, app)
         await app.state.mesh.start()
         lag = asyncio.create_task(watch_loop(settings.loop_lag_probe_ms / 1000)) if settings.loop_lag_probe_ms else None
+        watchdog = LoopWatchdog(settings.loop_stall_ms / 1000, "gateway", settings.loop_stall_file or None) \
+            if settings.loop_stall_ms else None
+        if watchdog is not None:
+            watchdog.start()
         yield
+        if watchdog is not None:
+            watchdog.stop()
         if lag is not None:
             lag.cancel()
         await app.state.mesh.close()

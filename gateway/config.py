@@ -210,6 +210,11 @@ class GatewaySettings(BaseSettings):
                                                        "and interview preparations over it are skipped; 0 = no cap")
     loop_lag_probe_ms: float = Field(10.0, ge=0, le=1000, description="how often the event loop's lag is sampled "
                                                                       "(mesh_gateway_event_loop_lag_seconds); 0 = off")
+    loop_stall_ms: float = Field(0.0, ge=0, le=60_000, description="report every callback that holds the event "
+                                 "loop longer than this (a WARNING with the stack that held it, and "
+                                 "mesh_event_loop_stalls_total); 0 = off")
+    loop_stall_file: str = Field("", description="also append each such report to this file (the test suite's "
+                                 "event-loop guard reads it)")
     shed_wait_s: float = Field(0.5, ge=0, le=60, description="how long a request waits for a slot before 429")
     job_ttl_s: int = Field(7 * 86400, ge=60, description="how long a job's record is kept after its last change")
     ingest_outage_s: float = Field(60.0, ge=0, le=3600, description="how long an ingest job waits for the "
@@ -220,6 +225,9 @@ class GatewaySettings(BaseSettings):
                                                                 "resumed by another instance")
     job_workers: int = Field(2, ge=0, le=64, description="ingest/reindex jobs this instance runs at once")
     max_queued_jobs: int = Field(100, ge=1, description="jobs waiting before a submit answers 429")
+    max_queued_file_bytes: int = Field(64_000_000, ge=0, description="bytes of uploads waiting in file ingest jobs "
+                                       "(held in the job store's Redis until read) before a file submit answers 503 "
+                                       "with Retry-After; 0 = no bound")
     max_ocr_body_bytes: int = Field(30_000_000, ge=1024, description="largest OCR or masking job request body "
                                                                      "(base64)")
     max_extract_body_bytes: int = Field(14_000_000, ge=1024, description="largest /v1/ocr:extract request body "

@@ -26,6 +26,7 @@ from gateway.catalog.serving import Catalog
 from gateway.config import GatewaySettings
 from gateway.conversations.finish import Finish
 from gateway.conversations.sessions import Conversations
+from gateway.files.budget import UploadBudget
 from gateway.files.serving import Files
 from gateway.http.admission import Slots
 from gateway.interviews.sessions import Interviews
@@ -186,7 +187,8 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
     redis_url = settings.jobs_redis_url or settings.redis_url
     writer = clients.retrieval_writer or clients.retrieval
     store: KeyValue = RedisKeyValue(settings.redis_url) if settings.redis_url else MemoryKeyValue()
-    files = Files(clients.ocr, writer, store)
+    files = Files(clients.ocr, writer, store,
+                  budget=UploadBudget(store, settings.max_queued_file_bytes, settings.job_ttl_s))
     answer_cache = AnswerCache(store, threshold=settings.answer_cache_threshold, ttl_s=settings.answer_cache_ttl_s,
                                max_entries=settings.answer_cache_max_entries)
     handlers = {kind: changing(handler, answer_cache) for kind, handler in

@@ -8,6 +8,7 @@ conftest) on ``sys.path`` before any test module is imported.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import grpc
@@ -15,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from services.embedding.server import EmbeddingService
+from services.runtime.loopguard import LoopWatchdog
 from services.runtime.models import current_model_dir
 from support import RedisServer, free_port
 from support.servers import running_embedding
@@ -24,6 +26,43 @@ from support.servers import running_embedding
 os.environ.setdefault("MESH_GATEWAY_ALLOW_NO_AUTH", "1")
 
 collect_ignore = ["support"]  # helpers, not tests
+
+# The event-loop guard (issue 75): a callback that holds an event loop longer than 200 ms fails the test that
+# was running. In this process (in-process servers and the gateway on the session loop) a watchdog times
+# every callback; service and gateway processes the tests start get the same guard from their settings
+# (inherited environment) and append to the same file.
+LOOP_STALL_MS = 200
+STALL_FILE = Path(tempfile.gettempdir()) / f"mesh-loop-stalls-{os.getpid()}.log"
+STALL_FILE.unlink(missing_ok=True)
+for _prefix in ("EMBEDDING", "RETRIEVAL", "REASONING", "OCR", "GATEWAY"):
+    os.environ.setdefault(f"MESH_{_prefix}_LOOP_STALL_MS", str(LOOP_STALL_MS))
+    os.environ.setdefault(f"MESH_{_prefix}_LOOP_STALL_FILE", str(STALL_FILE))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _loop_watchdog():
+    """Times every callback of the loops that run on this thread (the session loop of the async tests)."""
+    dog = LoopWatchdog(LOOP_STALL_MS / 1000, "pytest", STALL_FILE)
+    dog.start()
+    yield dog
+    dog.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_loop_stalls(request, _loop_watchdog):
+    """Fail the test during which any loop (here or in a process the tests started) was held over 200 ms."""
+    before = STALL_FILE.stat().st_size if STALL_FILE.exists() else 0
+    yield
+    layer = Path(str(request.node.fspath)).parent.name
+    if layer not in ("service", "system") or request.node.get_closest_marker("loop_stalls_allowed") \
+            or not STALL_FILE.exists():
+        return
+    with STALL_FILE.open(encoding="utf-8") as report:
+        report.seek(before)
+        stalls = report.read()
+    if stalls:
+        pytest.fail(f"an event loop was held over {LOOP_STALL_MS} ms during this test:\n{stalls[:6000]}",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from clients.retrieval import AsyncRetrievalClient, Collection
 from gateway.catalog import protocol as api
 from gateway.catalog.jobs import gate_args
 from gateway.http.deadline import Deadline
-from gateway.http.errors import ApiError
+from gateway.http.errors import ApiError, job_submit_error
 from services.runtime.jobs import JobNotFound, JobRecord, Jobs, JobStoreUnavailable, QueueFull
 
 
@@ -89,10 +89,8 @@ class Catalog:
         await self._changed(name)
         try:
             return job_view(await self.jobs.submit(kind, name, payload, total=total))
-        except QueueFull as err:
-            raise ApiError(429, "resource_exhausted", str(err), retryable=True, retry_after_s=5.0) from None
-        except JobStoreUnavailable as err:
-            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        except (QueueFull, JobStoreUnavailable) as err:
+            raise job_submit_error(err) from None
 
     async def start_ingest(self, name: str, req: api.IngestRequest, deadline: Deadline) -> api.Job:
         """Queue an ingest job (404 at once when the collection does not exist)."""

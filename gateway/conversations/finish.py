@@ -37,7 +37,7 @@ from gateway.conversations import protocol as api
 from gateway.conversations.profile import Fields, Vocabulary, search_of
 from gateway.conversations.sessions import Conversations, unavailable
 from gateway.http.deadline import Deadline
-from gateway.http.errors import ApiError, from_client_error
+from gateway.http.errors import ApiError, from_client_error, job_submit_error
 from gateway.reasoning.events import error_event, sse, usage_of
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, open_structured
@@ -213,10 +213,8 @@ class Finish:
         payload = json.dumps({"conversation": cid, **body.model_dump()}).encode()
         try:
             record = await self.jobs.submit(KIND, cid, payload, total=4)
-        except QueueFull as err:
-            raise ApiError(429, "resource_exhausted", str(err), retryable=True, retry_after_s=5.0) from None
-        except JobStoreUnavailable as err:
-            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        except (QueueFull, JobStoreUnavailable) as err:
+            raise job_submit_error(err) from None
         return job_view(record)
 
     async def lists_job(self, cid: str, job_id: str) -> api.ListsJob:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
@@ -62,7 +63,7 @@ async def _upload(request: Request, model: type[Body]) -> tuple[bytes, Body]:
         body = model.model_validate(raw)
     except ValidationError as err:
         raise RequestValidationError(err.errors()) from None
-    return decode(body.content_base64), body
+    return await decode(body.content_base64), body
 
 
 @router.post("/v1/files:read", response_model=api.FileRead, responses=ERRORS, openapi_extra=_body_doc(api.FileIn))
@@ -75,7 +76,9 @@ async def read_file(request: Request, dl: Deadline = deadline.ADMIN):
     job), a zip that inflates too far, an encrypted PDF, a type none of these.
     """
     data, body = await _upload(request, api.FileIn)
-    return await _files(request).read(data, body, dl)
+    view = await _files(request).read(data, body, dl)
+    # Serialized here, off the loop: FastAPI would validate and encode the whole model again on it.
+    return Response(await asyncio.to_thread(view.model_dump_json), media_type="application/json")
 
 
 @router.post("/v1/collections/{name}/files", response_model=catalog_api.Job, status_code=202, responses=ERRORS,

@@ -95,6 +95,21 @@ DESCRIPTIONS = {
     503: "a required service is unavailable", 504: "the request deadline passed"}
 
 
+def job_submit_error(err: Exception) -> ApiError:
+    """A job store's refusal at submit, as the caller is told it: when to come back in every case.
+
+    Too many jobs waiting (``QueueFull``) is a 429; the store at its memory bound (``JobStoreFull``: Redis
+    at ``maxmemory`` with ``noeviction``, freed as jobs finish) and the store down are 503s.
+    """
+    from services.runtime.jobs import JobStoreFull, QueueFull
+
+    if isinstance(err, QueueFull):
+        return ApiError(429, "resource_exhausted", str(err), retryable=True, retry_after_s=5.0)
+    if isinstance(err, JobStoreFull):
+        return ApiError(503, "unavailable", f"{err} (jobs that finish free it)", retryable=True, retry_after_s=30.0)
+    return ApiError(503, "unavailable", str(err), retryable=True, retry_after_s=5.0)
+
+
 def error_response(exc: ApiError, openai_shape: bool = False) -> JSONResponse:
     """The HTTP response of an error; a retryable refusal (429/503) says when to come back."""
     error = exc.body.error

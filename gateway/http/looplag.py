@@ -24,3 +24,17 @@ async def watch_loop(every_s: float) -> None:
         due = loop.time() + every_s
         await asyncio.sleep(every_s)
         LAG.observe(max(0.0, loop.time() - due))
+
+
+def warm_routes(app) -> int:
+    """Build every route's lazily made state now (FastAPI builds a route's response models on first use).
+
+    FastAPI 0.16x builds each route's effective context — response fields, their pydantic validators —
+    the first time the routes are walked, which the first request does (routing, and the OpenTelemetry
+    instrumentation naming its span): ~0.2 s on the event loop, stalling everything else. Called at start
+    in a worker thread, before the gateway serves (the build holds FastAPI's own lock). Returns the count.
+    """
+    import fastapi.routing
+
+    walk = getattr(fastapi.routing, "iter_route_contexts", None)
+    return sum(1 for _ in walk(app.routes)) if walk is not None else 0

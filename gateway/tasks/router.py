@@ -74,7 +74,7 @@ async def read_files(request: Request, body: api.TaskRequest, dl: Deadline) -> N
             why = f"{field} is given both as input and as a file"
             raise ApiError(400, "invalid_argument", why, fields=[FieldError(field=f"files.{field}", description=why)])
         try:
-            read = await files.read(decode(ref.content_base64, f"files.{field}.content_base64"),
+            read = await files.read(await decode(ref.content_base64, f"files.{field}.content_base64"),
                                     FileIn(content_base64="-", filename=ref.filename), dl)
         except ApiError as err:
             for f in err.body.error.fields:

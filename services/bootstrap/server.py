@@ -94,8 +94,8 @@ class MeshServer:
         await self.monitor.close()
         await self.set_serving(False)
         await self.server.stop(grace)
-        if self._metrics_http is not None:
-            self._metrics_http.shutdown()  # type: ignore[attr-defined]
+        if self._metrics_http is not None:  # shutdown waits up to its serving thread's poll (0.5 s): off the loop
+            await asyncio.to_thread(self._metrics_http.shutdown)  # type: ignore[attr-defined]
 
 
 def server_credentials(settings: ServiceSettings) -> grpc.ServerCredentials | None:
@@ -202,6 +202,11 @@ async def serve(
                 await mesh.stop(0)
                 raise StartupError(f"warm-up failed: {_startup_message(exc)}") from exc
             await mesh.set_serving(True)
+            if settings.loop_stall_ms:  # from SERVING on: warm-up may hold the loop (a model loading holds the GIL)
+                from services.runtime.loopguard import LoopWatchdog
+
+                LoopWatchdog(settings.loop_stall_ms / 1000, type(settings).__name__,
+                             settings.loop_stall_file or None).start()
             print(f"SERVING port={mesh.port} metrics_port={mesh.metrics_port}", flush=True)
             await stopping
         else:

@@ -352,10 +352,9 @@ class Extractor:
                                            for i, img in enumerate(images)]))
 
     async def close(self) -> None:
-        """Stop threads, release engines and the VLM client."""
-        self._threads.shutdown(wait=True)
-        self._second.shutdown(wait=True)
-        self._prepared.shutdown(wait=True)
-        self.pool.close()
+        """Stop threads (waiting for pages in progress, off the event loop), release engines and the VLM client."""
+        for threads in (self._threads, self._second, self._prepared):
+            await asyncio.to_thread(threads.shutdown, True)
+        await asyncio.to_thread(self.pool.close)
         if self.reader is not None:
             await self.reader.close()

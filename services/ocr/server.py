@@ -52,6 +52,8 @@ class OcrService:
         loop = asyncio.get_running_loop()
         for _ in range(self.extractor.pool.size):
             await loop.run_in_executor(None, self.extractor.pool.recognize, img)
+        # Kiwi loads its model on its first analysis, holding the GIL for ~2 s: here, before SERVING.
+        await loop.run_in_executor(None, self.extractor.plausibility.score, "준비된 문장입니다")
         await self.jobs.start()
         await self.mesh.set_serving(True)
 
@@ -88,8 +90,8 @@ async def create_ocr_service(
     registry: CollectorRegistry = REGISTRY,
 ) -> OcrService:
     """Create (not start) the service; ``reader`` overrides the VLM built from settings."""
-    try:
-        pool = TesseractPool(settings.tessdata, settings.languages, settings.engines)
+    try:  # engines load in a thread: ~0.1 s each, not on the loop that answers health checks
+        pool = await asyncio.to_thread(TesseractPool, settings.tessdata, settings.languages, settings.engines)
     except (RuntimeError, OSError, ValueError) as exc:
         raise StartupError(f"Tesseract cannot load {settings.languages!r} from {settings.tessdata!r} "
                            f"(--languages / --tessdata; scripts/setup.sh installs kor and eng): {exc}") from exc

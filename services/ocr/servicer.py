@@ -121,8 +121,8 @@ class OcrServicer:
     async def ReadFile(self, request, context):  # noqa: N802
         """Read one file of any known type: text layers where usable, OCR where not."""
         kind, pages, problems = await self.files.read(request.content, options_from_proto(request.options))
-        return pb.ReadFileResponse(kind=kind, pages=[page_to_proto(p) for p in pages], text=joined(pages),
-                                   layer_problems=problems)
+        return await asyncio.to_thread(lambda: pb.ReadFileResponse(  # up to millions of boxed characters
+            kind=kind, pages=[page_to_proto(p) for p in pages], text=joined(pages), layer_problems=problems))
 
     async def Extract(self, request, context):  # noqa: N802
         """Read one image or a short PDF now (from the OCR cache when it holds the same upload)."""
@@ -175,5 +175,5 @@ class OcrServicer:
     async def GetJobResult(self, request, context):  # noqa: N802
         """A finished job's pages."""
         job, pages = await self.jobs.result(request.job_id)
-        return pb.GetJobResultResponse(job=job_to_proto(job), pages=[page_to_proto(p) for p in pages],
-                                       text=joined(pages))
+        return await asyncio.to_thread(lambda: pb.GetJobResultResponse(
+            job=job_to_proto(job), pages=[page_to_proto(p) for p in pages], text=joined(pages)))

@@ -30,6 +30,7 @@ import jsonschema
 
 from services.bootstrap.errors import Violation
 from services.reasoning.arguments import correct, grounded
+from services.reasoning.schema_patterns import LinearValidator, pattern_violations
 from services.reasoning.signatures import has_numbers, signature
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -221,7 +222,7 @@ def parse_json(text: str) -> Any:
 def validate(value: Any, schema: dict[str, Any], what: str) -> None:
     """Raise :class:`AnswerInvalid` naming the first violation when ``value`` breaks ``schema``."""
     try:
-        jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+        jsonschema.validate(value, schema, cls=LinearValidator)  # the caller's patterns on RE2: linear time
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path)
         raise AnswerInvalid(f"{what}{' at ' + where if where else ''}: {err.message[:200]}") from None
@@ -251,7 +252,7 @@ def check_schema(raw: str, where: str, violations: list[Violation], *, object_on
     if object_only and schema.get("type", "object") != "object":
         violations.append(Violation(where, "must describe an object (type: object)"))
         return None
-    bounds = grammar_violations(schema, where)
+    bounds = grammar_violations(schema, where) + pattern_violations(schema, where)
     if bounds:
         violations += bounds
         return None

@@ -27,6 +27,7 @@ from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
 from services.reasoning.reasons import ReasonWriter
+from services.reasoning.schema_patterns import LinearValidator
 from services.reasoning.tasks import Retry, TaskDone, TaskRunner
 from services.runtime.tasks.checks import TaskInputError, checked_input
 from services.runtime.tasks.spec import Task
@@ -119,7 +120,7 @@ class ReasoningServicer:
                 elif isinstance(event, Finished):
                     if schema is not None:
                         try:
-                            jsonschema.validate(json.loads(event.text), schema)
+                            jsonschema.validate(json.loads(event.text), schema, cls=LinearValidator)
                         except (ValueError, RecursionError, jsonschema.ValidationError) as err:
                             yield response_cls(error=pb.StreamError(
                                 kind=pb.ERROR_KIND_SCHEMA_VIOLATION, message=str(err).splitlines()[0][:300],

@@ -36,6 +36,11 @@ class ServiceSettings(BaseSettings):
     tls_key_file: FilePath | None = Field(None, description="the certificate's private key (PEM)")
     tls_client_ca_file: FilePath | None = Field(None, description="require client certificates signed by this CA "
                                                                   "(mutual TLS); needs --tls-cert-file")
+    loop_stall_ms: float = Field(0.0, ge=0, le=60_000, description="report every callback that holds the event "
+                                 "loop longer than this (a WARNING with the stack that held it, and "
+                                 "mesh_event_loop_stalls_total); 0 = off")
+    loop_stall_file: str = Field("", description="also append each such report to this file (the test suite's "
+                                 "event-loop guard reads it)")
     reflection: bool = Field(True, description="serve gRPC reflection (grpcurl without protos); "
                                                "--no-reflection hides the schema")
 

@@ -6,6 +6,7 @@ Real Tesseract, Redis, embedding and retrieval services on port 0; the documents
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import pytest
@@ -19,6 +20,7 @@ from support.servers import running_ocr
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 FILES = {f.name: f for f in build_files(23, per_source=1)}
+LONG = {(1, 3): long_pdf(1, 3), (2, 4): long_pdf(2, 4), (3, 20): long_pdf(3, 20)}  # made here, not on the loop
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -64,7 +66,7 @@ async def test_bad_files_are_4xx_naming_the_problem_and_the_service_goes_on(http
              ({"content_base64": b64(b"PK\x03\x04" + b"\x00" * 64)}, 400, "zip"),
              ({"content_base64": b64(b"\x00\x01binary\x00\x02")}, 400, "not a type"),
              ({"content_base64": "***"}, 400, "base64"),
-             ({"content_base64": b64(long_pdf(1, 3).data), "languages": "klingon"}, 400, "languages")]
+             ({"content_base64": b64(LONG[1, 3].data), "languages": "klingon"}, 400, "languages")]
     for body, status, why in cases:
         r = await http.post("/v1/files:read", json=body)
         assert r.status_code == status and why in r.text, (why, r.status_code, r.text[:300])
@@ -73,7 +75,8 @@ async def test_bad_files_are_4xx_naming_the_problem_and_the_service_goes_on(http
     assert r.status_code == 400 and "nested too deep" in r.text
     r = await http.post("/v1/files:read", files={"nofile": ("x", b"abc")})
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "file"
-    scans = build_files(5, per_source=1, pages=3)[2]  # three scanned pages: over this service's two OCR pages
+    # three scanned pages: over this service's two OCR pages (made off the loop: fonts subset for ~1 s)
+    scans = (await asyncio.to_thread(build_files, 5, per_source=1, pages=3))[2]
     r = await http.post("/v1/files:read", json={"content_base64": b64(scans.data)})
     assert r.status_code == 400 and "need OCR" in r.text
     r = await http.post("/v1/files:read", json={"content_base64": b64(FILES["docx-0"].data)})
@@ -82,7 +85,7 @@ async def test_bad_files_are_4xx_naming_the_problem_and_the_service_goes_on(http
 
 async def test_a_file_in_a_collection_is_one_document_whose_passages_name_their_page(http):
     assert (await http.post("/v1/collections", json={"name": "files", "fields": {}})).status_code == 201
-    doc = long_pdf(2, 4)
+    doc = LONG[2, 4]
     body = {"content_base64": b64(doc.data), "filename": "guide.pdf"}
     first = (await http.post("/v1/collections/files/files", json=body)).json()
     done = await job_finished(http, f"/v1/jobs/{first['id']}")
@@ -110,7 +113,7 @@ async def test_a_file_in_a_collection_is_one_document_whose_passages_name_their_
 
 
 async def test_a_task_input_can_be_a_file(http):
-    long_resume = long_pdf(3, 20)  # 20 pages: more than resume_analysis's 8,000 characters
+    long_resume = LONG[3, 20]  # 20 pages: more than resume_analysis's 8,000 characters
     r = await http.post("/v1/tasks/resume_analysis", json={
         "input": {"posting": "백엔드 개발자"}, "files": {"resume": {"content_base64": b64(long_resume.data)}}})
     assert r.status_code == 400, r.text

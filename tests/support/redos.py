@@ -130,7 +130,7 @@ def attacks(pattern: re.Pattern) -> Iterator[tuple[str, str]]:
                 return
 
 
-def _timed(pattern: re.Pattern, text: str) -> float:
+def _timed(pattern: re.Pattern, text: str, anchored: bool = False) -> float:
     subject: str | bytes
     def stop(*_):
         raise TimeoutError
@@ -140,9 +140,12 @@ def _timed(pattern: re.Pattern, text: str) -> float:
     subject = text.encode("utf-8", "surrogatepass") if isinstance(pattern.pattern, bytes) else text
     t = time.perf_counter()
     try:
-        pattern.search(subject)
-        for _ in pattern.finditer(subject):
-            pass
+        if anchored:
+            pattern.match(subject)
+        else:
+            pattern.search(subject)
+            for _ in pattern.finditer(subject):
+                pass
         return time.perf_counter() - t
     except TimeoutError:
         return float("inf")
@@ -151,12 +154,13 @@ def _timed(pattern: re.Pattern, text: str) -> float:
         signal.signal(signal.SIGALRM, old)
 
 
-def check(pattern: re.Pattern, max_ratio: float = 10.0, floor_s: float = 0.02) -> list[Finding]:
+def check(pattern: re.Pattern, max_ratio: float = 10.0, floor_s: float = 0.02, anchored: bool = False
+          ) -> list[Finding]:
     """Findings for ``pattern``: a call over the limit, or time growing > ``max_ratio`` for 4x the text.
 
     Linear patterns take a few milliseconds at 16k characters and quadratic ones hundreds, so a growth
     only counts above ``floor_s``; each size is timed best of three (a busy machine adds noise, never
-    removes it).
+    removes it). ``anchored``: the pattern is only used with ``match`` at a position, so that is what is timed.
     """
     found: list[Finding] = []
     for prefix, pump in attacks(pattern):
@@ -165,9 +169,9 @@ def check(pattern: re.Pattern, max_ratio: float = 10.0, floor_s: float = 0.02) -
             for size in SIZES:
                 n = max(1, size // len(pump))
                 text = prefix + pump * n + ending
-                s = _timed(pattern, text)
+                s = _timed(pattern, text, anchored)
                 if s != float("inf") and size >= SIZES[-2]:
-                    s = min(s, _timed(pattern, text), _timed(pattern, text))
+                    s = min(s, _timed(pattern, text, anchored), _timed(pattern, text, anchored))
                 sizes.append(len(pump) * n)
                 seconds.append(s)
                 if s == float("inf"):

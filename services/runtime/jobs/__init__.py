@@ -9,6 +9,7 @@ from services.runtime.jobs.records import (
     JobContext,
     JobNotFound,
     JobRecord,
+    JobStoreFull,
     JobStoreUnavailable,
     LeaseLost,
     QueueFull,
@@ -17,4 +18,4 @@ from services.runtime.jobs.records import (
 )
 
 __all__ = ["FINISHED", "JOB_ID", "Cancelled", "Handler", "JobContext", "JobNotFound", "JobRecord", "Jobs",
-           "JobStoreUnavailable", "LeaseLost", "MemoryJobs", "QueueFull", "State", "StoreMonitor"]
+           "JobStoreFull", "JobStoreUnavailable", "LeaseLost", "MemoryJobs", "QueueFull", "State", "StoreMonitor"]

@@ -51,9 +51,9 @@ MAX_WORDS = ("이하", "이내", "미만", "까지", "안쪽", "아래", "밑")
 MIN_WORDS = ("이상", "넘는", "넘게", "넘어", "초과", "부터")
 ABOUT_WORDS = ("정도", "쯤", "내외", "안팎", "가량", "남짓", "언저리", "선", "전후")
 _BOUND_WORDS = "|".join(sorted(MAX_WORDS + MIN_WORDS + ABOUT_WORDS, key=len, reverse=True))
-_TAIL = re.compile(rf"\s*(?:짜리\s*)?(?P<w>{_BOUND_WORDS})")
+_TAIL = re.compile(rf"\s*+(?:짜리\s*+)?(?P<w>{_BOUND_WORDS})")
 _RANGE = re.compile(r"대(?![가-힣])|대(?=[로의에가는를도이])")
-_TO = re.compile(rf"(?P<cur>{_CUR}|[{re.escape(SIGNS)}])\s*화?\s*(?:으로|로)(?![가-힣])", re.IGNORECASE)
+_TO = re.compile(rf"(?P<cur>{_CUR}|[{re.escape(SIGNS)}])\s*+(?:화\s*+)?(?:으로|로)(?![가-힣])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def currencies(text: str) -> tuple[list[str], str | None]:
         if word.isascii() and word.isalpha() and (m.start() > 0 and text[m.start() - 1].isalpha()
                                                   or m.end() < len(text) and text[m.end()].isalpha()):
             continue  # "eur" of "europe", "won" of "wonder"
-        if len(word) == 1 and word in "원엔불" and not re.match(r"화|\s*(?:으로|로)(?![가-힣])", text[m.end():]):
+        if len(word) == 1 and word in "원엔불" and not re.match(r"화|\s*+(?:으로|로)(?![가-힣])", text[m.end():]):
             continue
         found.append((m.start(), code))
     seen: list[str] = []

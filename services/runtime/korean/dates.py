@@ -45,8 +45,8 @@ PAST_DAYS = 60
 _ABS = re.compile(r"(?P<a>\d{1,4})\s*(?P<s1>년|월|[./-])\s*(?P<b>\d{1,2})(?:\s*(?P<s2>월|[./-])\s*(?P<c>\d{1,2}))?"
                   r"(?:\s*(?P<il>일))?(?!\d)")
 _DAY_ONLY = re.compile(r"(?P<d>\d{1,2})\s*일(?![간\d])(?!\s*(?:동안|째|만에|치|분|이내|이상|내|전|후|뒤|간))")
-_DAY_ONLY_BEFORE = re.compile(r"(?P<rel>이번\s*달|이번|다음\s*달|다음|내달|익월)\s*달?\s*$")
-_WEEKDAY_PAREN = re.compile(r"\s*[(（]\s*(?P<w>[월화수목금토일])(?:요일)?\s*[)）]")
+_DAY_ONLY_BEFORE = re.compile(r"(?P<rel>이번\s*달|이번|다음\s*달|다음|내달|익월)\s*+(?:달\s*+)?$")
+_WEEKDAY_PAREN = re.compile(r"\s*+[(（]\s*+(?P<w>[월화수목금토일])(?:요일)?\s*+[)）]")
 _REL_DAY = {"오늘": 0, "금일": 0, "당일": 0, "내일": 1, "명일": 1, "익일": 1, "모레": 2, "내일모레": 2, "글피": 3}
 _REL_DAY_RE = re.compile("|".join(sorted(_REL_DAY, key=len, reverse=True)))
 # What may follow a relative day for it to be one: no letter, a particle, a time of day, another day word.
@@ -71,9 +71,9 @@ _AFTER_HOUR = re.compile(r"\s*(?:(?P<min>\d{1,2})\s*분(?!간|\s*동안)|(?P<hal
 _DURATION_RE = re.compile(
     rf"(?<![\d.])(?P<h>\d+(?:\.\d+)?|{_NATIVE_HOUR})\s*시간(?:\s*(?P<half>반)|\s*(?P<hmin>\d{{1,2}})\s*분)?"
     r"|(?<![\d.])(?P<min>\d{1,3})\s*분(?=\s*(?:간|동안|짜리|정도|쯤|소요|걸))")
-_DATE_TIME_GAP = re.compile(r"[\s.,]*(?:[(（]?\s*[월화수목금토일]요일\s*[)）]?|[(（]\s*[월화수목금토일]\s*[)）])?"
-                            r"[\s.,]*")
-_RANGE_SPLIT = re.compile(r"\s*(?:~|∼|〜|–|—|부터|에서|-(?=\s*(?:\d|오전|오후)))\s*")
+_DATE_TIME_GAP = re.compile(r"[\s.,]*+(?:(?:[(（]?\s*+[월화수목금토일]요일\s*+[)）]?"
+                            r"|[(（]\s*+[월화수목금토일]\s*+[)）])[\s.,]*+)?")
+_RANGE_SPLIT = re.compile(r"\s*+(?:~|∼|〜|–|—|부터|에서|-(?=\s*+(?:\d|오전|오후)))\s*+")
 
 
 @dataclass(frozen=True)

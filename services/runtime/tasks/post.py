@@ -32,9 +32,10 @@ GRADES = (("A", 80), ("B", 60), ("C", 40), ("D", 0))
 # model's judgement of the experience (a stated split, not fitted).
 SKILL_WEIGHT = 0.6
 # Words that say how much of a skill is asked for, not which: cut before a skill is looked for.
-_SKILL_NOISE = re.compile(r"\d+\s*년\s*(?:이상|이하)?|이상|경험자?|능력|역량|지식|이해(?:도)?|활용|사용|보유|우대|"
+_SKILL_NOISE = re.compile(r"(?<!\d)\d++\s*+년\s*+(?:이상|이하)?|이상|경험자?|능력|역량|지식|이해(?:도)?|활용|사용|보유|"
+                          r"우대|"
                           r"가능자?|숙련(?:자|도)?|실무|필수|관련|및|또는|등")
-_SKILL_SPLIT = re.compile(r"\s*(?:/|,|·|、|\||\(|\)|그리고)\s*")
+_SKILL_SPLIT = re.compile(r"(?<!\s)\s*+(?:/|,|·|、|\||\(|\)|그리고)\s*+")
 # English names and their Korean spellings (a short stated list: either spelling counts as the skill).
 ALIASES = {"java": "자바", "spring": "스프링", "python": "파이썬", "javascript": "자바스크립트",
            "typescript": "타입스크립트",

@@ -22,7 +22,7 @@ import re
 
 # Headings of sections, by what they hold. A heading is matched by search, so "경력 사항" and "주요 경력" both match.
 PERSONAL = r"인적\s*사항|개인\s*정보|신상|연락처|주소|가족|병역|군\s*복무|contact|personal"
-NARRATIVE = (r"자기\s*소개|성장\s*과정|성격|장\s*[·ㆍ.]?\s*단점|지원\s*동기|입사\s*후|포부|취미|특기"
+NARRATIVE = (r"자기\s*소개|성장\s*과정|성격|장\s*+[·ㆍ.]?\s*+단점|지원\s*동기|입사\s*후|포부|취미|특기"
              r"|생활\s*신조|좌우명|about\s*me|hobbies")
 POSTING_EXTRA = (r"회사\s*소개|기업\s*소개|about\s*us|복리\s*후생|복지|혜택|채용\s*절차|전형|제출\s*서류|접수"
                  r"|지원\s*방법|근무\s*(?:조건|지|시간|형태|환경)|급여|연봉|처우|유의\s*사항|참고\s*사항|문의|benefits")

@@ -1,0 +1,114 @@
+"""A watchdog for an asyncio event loop: which callback held it, for how long, with the stack that did.
+
+Every service answers health checks, streams and every other caller from one event loop, so one
+blocking call (a regex that backtracks, a parser, a proto built from 400 M characters) stalls them all.
+Each callback the loop runs (``asyncio.Handle._run``, what asyncio's own debug mode times for its
+slow-callback report) is timed on the watched thread; a thread takes the loop thread's stack once a
+callback has run for most of ``threshold_s`` (the code holding the loop at that moment). A callback
+over the threshold is recorded with its length: logged at WARNING, counted in
+``mesh_event_loop_stalls_total``, appended to ``report_file`` when one is set (the test suite's guard
+reads it: tests/conftest.py), and kept in :attr:`stalls`. Time the loop spends idle is never counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import Counter
+
+log = logging.getLogger(__name__)
+_WATCHED: set[int] = set()  # threads whose loop a watchdog times already (one per thread)
+STALLS = Counter("mesh_event_loop_stalls", "times the event loop was held longer than the stall threshold")
+
+
+@dataclass
+class Stall:
+    """One time the loop was held: for how long, and where (the loop thread's stack while it was held)."""
+
+    seconds: float
+    stack: str
+
+    def __str__(self) -> str:
+        return f"event loop held for {self.seconds * 1000:.0f} ms at:\n{self.stack}"
+
+
+class LoopWatchdog:
+    """Records every callback that holds the loop of the thread that calls :meth:`start` longer than ``threshold_s``."""
+
+    def __init__(self, threshold_s: float = 0.2, name: str = "", report_file: str | Path | None = None) -> None:
+        self.threshold_s = threshold_s
+        self.name = name
+        self.report_file = Path(report_file) if report_file else None
+        self.stalls: list[Stall] = []
+        self._loop_thread = 0
+        self._started = 0.0  # when the callback running now began (0: none)
+        self._stack = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._original: Callable[[asyncio.Handle], None] | None = None
+
+    def start(self) -> None:
+        """Start timing the callbacks of this thread's loop, and watching from a daemon thread."""
+        self._loop_thread = threading.get_ident()
+        if self._loop_thread in _WATCHED:  # another watchdog times this thread (a test session's, say)
+            return
+        _WATCHED.add(self._loop_thread)
+        self._original = original = asyncio.events.Handle._run
+        watchdog = self
+
+        def _run(handle: asyncio.Handle) -> None:
+            if threading.get_ident() != watchdog._loop_thread or watchdog._started:
+                original(handle)
+                return
+            watchdog._started = t = time.monotonic()
+            try:
+                original(handle)
+            finally:
+                took = time.monotonic() - t
+                watchdog._started = 0.0
+                if took > watchdog.threshold_s:
+                    watchdog._record(Stall(took, watchdog._stack or f"(no stack taken) {handle!r}"[:2000]))
+                watchdog._stack = ""
+
+        asyncio.events.Handle._run = _run  # type: ignore[method-assign,assignment]
+        self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop timing and watching."""
+        self._stop.set()
+        if self._original is not None:
+            asyncio.events.Handle._run = self._original  # type: ignore[method-assign,assignment]
+            self._original = None
+            _WATCHED.discard(self._loop_thread)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.threshold_s / 8):
+            started = self._started
+            if started and not self._stack and time.monotonic() - started > self.threshold_s * 0.75:
+                frames = sys._current_frames()
+                frame = frames.get(self._loop_thread)
+                if frame is not None:
+                    # The loop's own stack, and where every other thread is: a loop thread waiting for the
+                    # GIL (in Thread.start, say) is held by whichever of them keeps it.
+                    others = [f"  [{ident}] " + "".join(traceback.format_stack(f)[-1:]).strip().replace("\n", " ")
+                              for ident, f in frames.items() if ident not in (self._loop_thread, threading.get_ident())]
+                    self._stack = "".join(traceback.format_stack(frame)[-14:]) + "other threads:\n" + \
+                        "\n".join(others[:12]) + "\n"
+
+    def _record(self, stall: Stall) -> None:
+        self.stalls.append(stall)
+        STALLS.inc()
+        log.warning("%s: %s", self.name or "event loop", stall)
+        if self.report_file is not None:
+            with self.report_file.open("a", encoding="utf-8") as out:
+                out.write(f"--- {self.name} (pid {os.getpid()}): {stall}\n")
