@@ -21,7 +21,8 @@ class _LoopbackServer:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: close() waits for it, often from an event loop (a stand-in stops within ~50 ms).
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def close(self) -> None:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 import re
 import unicodedata
 import zipfile
+import zlib
 from array import array
 from dataclasses import dataclass, field
 
@@ -200,9 +202,7 @@ def read_pdf(data: bytes, limits: Limits, max_pages: int, field_name: str = "con
                     if c.isspace():
                         boxes.extend((NO_BOX, NO_BOX, NO_BOX, NO_BOX))
                     else:
-                        left, bottom, right, top = textpage.get_charbox(k)  # the glyph's own box: the ink
-                        boxes.extend((round(left * scale), round((height - top) * scale), round(right * scale),
-                                      round((height - bottom) * scale)))
+                        boxes.extend(_pixels(textpage.get_charbox(k), scale, height))  # the glyph's own box
                 has_image = False
                 for obj in page.get_objects():
                     if obj.type == raw.FPDF_PAGEOBJ_IMAGE:
@@ -222,6 +222,18 @@ def read_pdf(data: bytes, limits: Limits, max_pages: int, field_name: str = "con
     finally:
         pdf.close()
     return FileReading("pdf", pages)
+
+
+def _pixels(box: tuple[float, float, float, float], scale: float, height: float) -> tuple[int, int, int, int]:
+    """A glyph's box (PDF points: left, bottom, right, top) in pixels of the page as rendered: left, top, right, bottom.
+
+    A degenerate font matrix gives boxes of NaN or beyond any page; such a glyph has no box (:data:`NO_BOX`).
+    """
+    left, bottom, right, top = box
+    out = (left * scale, (height - top) * scale, right * scale, (height - bottom) * scale)
+    if not all(math.isfinite(v) and abs(v) < 1e7 for v in out):
+        return NO_BOX, NO_BOX, NO_BOX, NO_BOX
+    return round(out[0]), round(out[1]), round(out[2]), round(out[3])
 
 
 PLAUSIBILITY_SAMPLE = 2_000  # characters of a page's layer the Korean check reads: enough to tell garbage
@@ -287,7 +299,7 @@ def _count_elements(archive: zipfile.ZipFile, name: str, limit: int) -> None:
     from lxml import etree
 
     count = 0
-    try:
+    try:  # a member whose header, compression or encryption is broken is the file's fault too
         with archive.open(name) as part:
             for _, element in etree.iterparse(part, events=("end",), resolve_entities=False, no_network=True,
                                               huge_tree=False):
@@ -297,6 +309,8 @@ def _count_elements(archive: zipfile.ZipFile, name: str, limit: int) -> None:
                 element.clear(keep_tail=False)
     except etree.XMLSyntaxError as err:
         raise _bad(f"an unreadable Word document ({name}: {str(err)[:120]})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as err:
+        raise _bad(f"a zip member that cannot be read ({name}: {type(err).__name__}: {str(err)[:100]})") from None
 
 
 def read_docx(data: bytes, limits: Limits) -> FileReading:
@@ -413,7 +427,11 @@ def read_text(data: bytes, limits: Limits) -> FileReading:
     if len(data) > limits.max_bytes:
         raise _bad(f"{len(data)} bytes is over the limit of {limits.max_bytes}")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        text = data.decode("utf-16")
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as err:
+            raise _bad(f"UTF-16 text (it starts with a byte-order mark) that does not decode: {err.reason} at "
+                       f"byte {err.start}") from None
     else:
         try:
             text = data.decode("utf-8-sig")

@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,21 @@ from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
 _WATCHED: set[int] = set()  # threads whose loop a watchdog times already (one per thread)
+_STARTING = [0]  # services starting in this process now (see starting())
+
+
+@contextmanager
+def starting() -> Iterator[None]:
+    """A service is being built and warmed here: no caller is served yet, so its loop's stalls are not counted.
+
+    A process serves from SERVING on (``serve`` starts its watchdog then); where several services share
+    one loop (the test suite's in-process servers), their start-up is wrapped in this instead.
+    """
+    _STARTING[0] += 1
+    try:
+        yield
+    finally:
+        _STARTING[0] -= 1
 STALLS = Counter("mesh_event_loop_stalls", "times the event loop was held longer than the stall threshold")
 
 
@@ -39,6 +55,15 @@ class Stall:
 
     def __str__(self) -> str:
         return f"event loop held for {self.seconds * 1000:.0f} ms at:\n{self.stack}"
+
+
+def _where(frame) -> str:
+    """A stack as read when a stall is looked into: the project's own frames, then the innermost six."""
+    frames = traceback.extract_stack(frame)
+    own = [f for f in frames if "site-packages" not in f.filename and "/lib/python3" not in f.filename]
+    inner = [f for f in frames[-6:] if f not in own]
+    return "".join(traceback.format_list(own[-10:])) + ("  ...\n" + "".join(traceback.format_list(inner))
+                                                         if inner else "")
 
 
 class LoopWatchdog:
@@ -75,7 +100,7 @@ class LoopWatchdog:
             finally:
                 took = time.monotonic() - t
                 watchdog._started = 0.0
-                if took > watchdog.threshold_s:
+                if took > watchdog.threshold_s and not _STARTING[0]:
                     watchdog._record(Stall(took, watchdog._stack or f"(no stack taken) {handle!r}"[:2000]))
                 watchdog._stack = ""
 
@@ -102,8 +127,7 @@ class LoopWatchdog:
                     # GIL (in Thread.start, say) is held by whichever of them keeps it.
                     others = [f"  [{ident}] " + "".join(traceback.format_stack(f)[-1:]).strip().replace("\n", " ")
                               for ident, f in frames.items() if ident not in (self._loop_thread, threading.get_ident())]
-                    self._stack = "".join(traceback.format_stack(frame)[-14:]) + "other threads:\n" + \
-                        "\n".join(others[:12]) + "\n"
+                    self._stack = _where(frame) + "other threads:\n" + "\n".join(others[:12]) + "\n"
 
     def _record(self, stall: Stall) -> None:
         self.stalls.append(stall)

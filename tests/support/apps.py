@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -22,6 +22,7 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache
 from gateway.wiring import build_mesh
+from services.runtime.loopguard import starting
 from support.ports import listening_socket
 
 
@@ -41,16 +42,23 @@ def gateway_app(embedding: str | int, retrieval: str | int, cache: EmbeddingCach
     config = GatewaySettings(embedding_target=target(embedding), retrieval_target=target(retrieval), **settings)
     if cache is None and not config.redis_url:
         cache = LocalLruCache(1000)
-    return create_app(config, build_mesh(config, cache=cache, tracer_provider=tracer_provider),
-                      tracer_provider=tracer_provider)
+    with starting():  # building the mesh (task files, templates, schemas) is start-up: no request is served yet
+        return create_app(config, build_mesh(config, cache=cache, tracer_provider=tracer_provider),
+                          tracer_provider=tracer_provider)
 
 
 @asynccontextmanager
 async def asgi_client(app: FastAPI, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """``app`` started (its lifespan runs) and an httpx client to it over ASGI (``http://gw``), for the block."""
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw", **options) as http:
-            yield http
+    """``app`` started (its lifespan runs) and an httpx client to it over ASGI (``http://gw``), for the block.
+
+    The start-up is outside the event-loop guard (``starting``), as a gateway process serves once it started.
+    """
+    async with AsyncExitStack() as stack:
+        with starting():
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw", **options))
+        yield http
 
 
 @asynccontextmanager
@@ -58,11 +66,12 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
     """``app`` under uvicorn on 127.0.0.1, port 0, on this event loop; yields its base URL."""
     with listening_socket() as sock:
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:  # uvicorn offers no event for it
-            if task.done():
-                task.result()  # raises what stopped it
-            await asyncio.sleep(0.01)
+        with starting():  # the app's start-up (its lifespan) runs before uvicorn reports started
+            task = asyncio.create_task(server.serve(sockets=[sock]))
+            while not server.started:  # uvicorn offers no event for it
+                if task.done():
+                    task.result()  # raises what stopped it
+                await asyncio.sleep(0.01)
         try:
             yield f"http://127.0.0.1:{sock.getsockname()[1]}"
         finally:

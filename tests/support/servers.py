@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from prometheus_client import CollectorRegistry
 
-from services.bootstrap.lifecycle import MeshService, running, stop
+from services.bootstrap.lifecycle import MeshService, stop
 from services.bootstrap.server import MeshServer
+from services.runtime.loopguard import starting
 from support.embedding import embedding_settings
 
 if TYPE_CHECKING:
@@ -36,6 +37,22 @@ S = TypeVar("S", bound=MeshService)
 
 
 @asynccontextmanager
+async def running(service: S, grace: float = 0.5) -> AsyncIterator[S]:
+    """:func:`services.bootstrap.lifecycle.running`, its start-up outside the event-loop guard.
+
+    A service process counts its loop's stalls from SERVING on; here several services share one loop, so
+    a service's creation and warm-up (models loading, which hold the GIL) are wrapped in ``starting``.
+    """
+    try:
+        with starting():
+            await service.mesh.start()
+            await service.warm_up()
+        yield service
+    finally:
+        await stop(service, grace)
+
+
+@asynccontextmanager
 async def running_cold(service: S, grace: float = 0.5) -> AsyncIterator[S]:
     """Start ``service`` and report it SERVING without its warm-up; stop and release it afterwards.
 
@@ -43,8 +60,9 @@ async def running_cold(service: S, grace: float = 0.5) -> AsyncIterator[S]:
     would take the first answer of the stand-in's script.
     """
     try:
-        await service.mesh.start()
-        await service.mesh.set_serving(True)
+        with starting():
+            await service.mesh.start()
+            await service.mesh.set_serving(True)
         yield service
     finally:
         await stop(service, grace)
@@ -81,7 +99,9 @@ async def running_retrieval(folder: Path | str, embedding_port: int, *, embedder
 
     config = RetrievalSettings(**{"port": 0, "metrics_port": -1, "qdrant_location": str(folder),
                                   "embedding_target": f"127.0.0.1:{embedding_port}", **settings})
-    service = await create_retrieval_service(config, embedder=embedder, registry=CollectorRegistry(), store=store)
+    with starting():
+        service = await create_retrieval_service(config, embedder=embedder, registry=CollectorRegistry(),
+                                                 store=store)
     async with running(service):
         yield service
 
@@ -104,8 +124,9 @@ async def running_embedding(model_dir: Path, *, engine: Any = None, tracer_provi
     :func:`support.embedding.embedding_settings`), through ``engine`` when one is given, running for the block."""
     from services.embedding.server import create_embedding_service
 
-    service = await create_embedding_service(embedding_settings(model_dir, **settings), engine=engine,
-                                             tracer_provider=tracer_provider, registry=CollectorRegistry())
+    with starting():
+        service = await create_embedding_service(embedding_settings(model_dir, **settings), engine=engine,
+                                                 tracer_provider=tracer_provider, registry=CollectorRegistry())
     async with running(service):
         yield service
 
@@ -119,7 +140,8 @@ async def running_reasoning(backends: list[Any] | None = None, *, cold: bool = F
     from services.reasoning.server import create_reasoning_service
 
     config = ReasoningSettings(**{"port": 0, "metrics_port": -1, **settings})
-    service = await create_reasoning_service(config, backends=backends, registry=CollectorRegistry())
+    with starting():
+        service = await create_reasoning_service(config, backends=backends, registry=CollectorRegistry())
     async with (running_cold if cold else running)(service):
         yield service
 
@@ -133,8 +155,9 @@ async def running_ocr(*, reader: Any = None, tracer_provider: Any = None,
     from services.ocr.server import create_ocr_service
 
     config = OcrSettings(**{"port": 0, "metrics_port": -1, **settings})
-    service = await create_ocr_service(config, reader=reader, tracer_provider=tracer_provider,
-                                       registry=CollectorRegistry())
+    with starting():
+        service = await create_ocr_service(config, reader=reader, tracer_provider=tracer_provider,
+                                           registry=CollectorRegistry())
     async with running(service):
         yield service
 
