@@ -65,18 +65,20 @@ def service_part(port: int) -> list[dict[str, Any]]:
 
     rows = []
     for name, data in cases():
-        stop, times = threading.Event(), []
+        stop, times = threading.Event(), list[float]()
         poller = threading.Thread(target=_health_poller, args=(port, stop, times), daemon=True)
         poller.start()
         t = time.perf_counter()
 
         async def read(data: bytes = data) -> str:
-            async with AsyncOcrClient(f"127.0.0.1:{port}", timeout_s=60) as client:
-                try:
-                    got = await client.read_file(data, timeout_s=60)
-                    return f"OK {got.kind}, {len(got.text):,} characters"
-                except MeshClientError as err:
-                    return f"{err.code.name}: {err.message}"
+            client = AsyncOcrClient(f"127.0.0.1:{port}", timeout_s=60)
+            try:
+                got = await client.read_file(data, timeout_s=60)
+                return f"OK {got.kind}, {len(got.text):,} characters"
+            except MeshClientError as err:
+                return f"{err.code.name}: {err.message}"
+            finally:
+                await client.close()
 
         answer = asyncio.run(read())
         took = time.perf_counter() - t

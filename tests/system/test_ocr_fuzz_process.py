@@ -49,12 +49,14 @@ def ocr_port(tmp_path_factory):
 
 def _read_then_health(port: int, data: bytes) -> tuple[str, float]:
     async def run() -> tuple[str, float]:
-        async with AsyncOcrClient(f"127.0.0.1:{port}", timeout_s=30) as client:
-            try:
-                await client.read_file(data, timeout_s=30)
-                outcome = "read"
-            except MeshClientError as err:
-                outcome = err.code.name
+        client = AsyncOcrClient(f"127.0.0.1:{port}", timeout_s=30)
+        try:
+            await client.read_file(data, timeout_s=30)
+            outcome = "read"
+        except MeshClientError as err:
+            outcome = err.code.name
+        finally:
+            await client.close()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             t = time.perf_counter()
             await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
