@@ -12,7 +12,7 @@ from mesh.embedding.v1 import embedding_pb2_grpc as pb_grpc
 from clients import AsyncEmbeddingClient, EmbeddingClient, InvalidArgument
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.engine.tokenizer import E5Tokenizer, TokenBatch
-from support import start_module
+from support import module_process, off_loop
 from support.embedding import KOREAN_QUERIES
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -27,8 +27,11 @@ async def test_query_vectors_are_normalised_and_match_in_process_engine(embeddin
         result = await client.embed(KOREAN_QUERIES, "query")
     assert result.vectors.shape == (4, 384)
     np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
-    tok = E5Tokenizer(model_dir / "tokenizer.json", 512)
-    direct = OnnxRuntimeEngine(model_dir, "int8", 1).encode_core(TokenBatch.pad(tok.encode(KOREAN_QUERIES, True)))
+    def in_process():  # the reference engine, loaded and run off the loop the service shares with this test
+        tok = E5Tokenizer(model_dir / "tokenizer.json", 512)
+        return OnnxRuntimeEngine(model_dir, "int8", 1).encode_core(TokenBatch.pad(tok.encode(KOREAN_QUERIES, True)))
+
+    direct = await asyncio.to_thread(in_process)
     for got, want in zip(result.vectors, direct, strict=True):
         assert cos(got, want) > 0.9999
     assert all(c > 2 for c in result.token_counts) and not any(result.truncated)
@@ -131,8 +134,8 @@ def _rss_mib(pid: int) -> float:
 async def test_memory_returns_near_the_warm_baseline_after_a_max_size_request(model_dir):
     # Issue 17, defect 7: 64 texts of ~2,400 characters (512 tokens each) took the process from
     # ~0.55 to ~3.4 GB RSS, never released. A real server process, so RSS is the service's alone.
-    with start_module("services.embedding", "--port", "0", "--log-level", "WARNING",
-                      "--model-dir", str(model_dir)) as server:
+    async with off_loop(module_process("services.embedding", "--port", "0", "--log-level", "WARNING",
+                                           "--model-dir", str(model_dir))) as server:
         async with AsyncEmbeddingClient(server.target, timeout_s=120) as client:
             for query in KOREAN_QUERIES * 5:
                 await client.embed([query], "query")

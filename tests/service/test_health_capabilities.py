@@ -57,7 +57,7 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
             assert extracted.pages[0].engine  # Extract answers with Redis down
 
             assert await healthcheck_cli(service.port, names.OCR_JOBS) == (1, "NOT_SERVING")
-            redis, _ = start_redis(tmp_path / "redis", port)
+            redis, _ = await asyncio.to_thread(start_redis, tmp_path / "redis", port)
             await health_becomes(channel, names.OCR_JOBS, SERVING)
             assert await healthcheck_cli(service.port, names.OCR_JOBS) == (0, "SERVING")
             job = await stub.SubmitJob(opb.SubmitJobRequest(contents=[_png()]), timeout=10)
@@ -69,7 +69,7 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
             state = await eventually_async(job_state, lambda j: j.state in finished, what="the OCR job finished")
             assert state.state == opb.JOB_STATE_SUCCEEDED, state
 
-            stop_process(redis, 5)
+            await asyncio.to_thread(stop_process, redis, 5)
             await health_becomes(channel, names.OCR_JOBS, NOT_SERVING)
             assert await status(channel, names.OCR) == SERVING
             # Ten probe rounds and worker retries with Redis down: the log must not grow with them.
@@ -79,7 +79,7 @@ async def test_ocr_extract_serves_without_redis_and_jobs_follow_redis(tmp_path, 
             assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "heartbeat" in r.getMessage()]
         finally:
             if redis is not None:
-                stop_process(redis, 5)
+                await asyncio.to_thread(stop_process, redis, 5)
 
 
 async def probe_rounds(monitor, rounds: int, timeout_s: float = 30.0) -> None:

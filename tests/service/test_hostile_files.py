@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 
 import grpc
@@ -35,7 +36,8 @@ def _cases() -> list[tuple[str, bytes, int, str]]:
          "over the limit of 100,000 a page"),
         ("a page of 90,000 characters", hostile.pdf_dense_page(90_000), 200, "pdf"),
         ("DOCX of 4 MB XML, 1.6 M characters", hostile.docx_inflated(40_000), 200, "docx"),
-        ("DOCX of 20 MB XML, 8 M characters", hostile.docx_inflated(200_000), 400, "work budget"),
+        ("DOCX of 20 MB XML, 8 M characters", hostile.docx_inflated(200_000), 400,
+         "over the limit of 2,000,000|the work budget"),  # whichever comes first: both named
         ("HTML nested 100,000 deep", hostile.html_nested(100_000), 200, "html"),
     ]
 
@@ -81,7 +83,8 @@ async def test_each_hostile_file_is_answered_in_bounds_while_health_answers(http
     response, health = await _health_while(ocr.port, http.post("/v1/files:read", content=body, timeout=60,
                                                                headers={"content-type": "application/json"}))
     took = time.perf_counter() - t
-    assert response.status_code == status and word in response.text, (name, response.status_code, response.text[:300])
+    assert response.status_code == status and re.search(word, response.text), (name, response.status_code,
+                                                                                response.text[:300])
     assert took < 10, (name, took)
     assert health and max(health) < 1.0, (name, max(health))
 

@@ -313,9 +313,10 @@ async def test_strays_in_an_instances_running_list_go_back_to_the_queue_held_one
 async def test_the_job_store_runs_on_a_three_node_redis_cluster(tmp_path):
     """Every key of a namespace hashes to one slot and every script declares its keys: submit, cancel,
     run, parts, a lapsed instance's job resumed by another, all on a real 3-node cluster."""
+    from support import off_loop
     from support.redis_server import RedisClusterServers
 
-    with RedisClusterServers(tmp_path / "cluster") as cluster:
+    async with off_loop(RedisClusterServers(tmp_path / "cluster")) as cluster:
         ns = f"test-{uuid.uuid4().hex[:8]}"
         first, second = GatedHandler(3, pause_at=1), GatedHandler(3)
         a = ObservedRedisJobs({"ingest": first}, cluster.url, ns, lease_s=0.6, cluster=True)
@@ -340,13 +341,13 @@ async def test_a_job_whose_write_finds_the_store_full_ends_failed_with_its_reaso
     import redis
 
     from services.runtime.jobs.redis import RedisJobs
-    from support import RedisServer
+    from support import RedisServer, off_loop
 
     async def fill(record: JobRecord, payload: bytes, ctx: JobContext) -> None:
         for page in range(50):  # 50 x 200 kB: far past the 2 MB below
             await ctx.write_part("png", {str(page): b"x" * 200_000})
 
-    with RedisServer(tmp_path / "full") as server:
+    async with off_loop(RedisServer(tmp_path / "full")) as server:
         direct = redis.Redis.from_url(server.url_for(0))
         direct.config_set("maxmemory", "3mb")
         direct.config_set("maxmemory-policy", "noeviction")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import zlib
@@ -279,14 +280,17 @@ async def test_cached_pages_live_on_an_evicting_redis_and_jobs_succeed_when_it_i
     """
     import redis
 
-    from support import RedisServer
+    from support import RedisServer, off_loop
 
-    with RedisServer(tmp_path / "ocr-cache") as cache:
-        direct = redis.Redis.from_url(cache.url_for(0))
+    def fill(direct) -> None:
         direct.config_set("maxmemory", "2mb")
         direct.config_set("maxmemory-policy", "allkeys-lru")
         for i in range(400):  # 4 MB of other cached values through the 2 MB cache: full before the jobs
             direct.set(f"qv:{i}", b"x" * 10_000)
+
+    async with off_loop(RedisServer(tmp_path / "ocr-cache")) as cache:
+        direct = redis.Redis.from_url(cache.url_for(0))
+        await asyncio.to_thread(fill, direct)
         db = redis_url.rsplit("/", 1)[0] + "/6"  # own database: only this instance's worker takes the jobs
         async with running_ocr(**settings(db, cache_redis_url=cache.url_for(0))) as service, \
                 grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
@@ -295,8 +299,10 @@ async def test_cached_pages_live_on_an_evicting_redis_and_jobs_succeed_when_it_i
                 job = (await stub.SubmitJob(pb.SubmitJobRequest(contents=[SAMPLES[name].png()]), timeout=30)).job
                 assert (await _wait_done(stub, job.job_id)).state == pb.JOB_STATE_SUCCEEDED
             jobs_store = redis.Redis.from_url(db)
-            assert not list(jobs_store.scan_iter("ocr-cache:*"))  # nothing cached in the job store
-            assert list(direct.scan_iter("ocr-cache:*")) and int(direct.info("stats")["evicted_keys"]) > 0
+            # nothing cached in the job store
+            assert not await asyncio.to_thread(lambda: list(jobs_store.scan_iter("ocr-cache:*")))
+            assert await asyncio.to_thread(lambda: list(direct.scan_iter("ocr-cache:*")))
+            assert int((await asyncio.to_thread(direct.info, "stats"))["evicted_keys"]) > 0
             jobs_store.close()
         direct.close()
 

@@ -69,8 +69,8 @@ async def test_word_boxes_land_on_the_uploaded_image_of_a_turned_and_scaled_page
     page = PAGES["clean-00"]
     turned, entities = _rotate(page.image, page.entities, 4.0)
     # 2.5x larger than the page: the service reads it at 1,920 pixels and turns it back 4 degrees.
-    big = turned.resize((int(turned.width * 2.5), int(turned.height * 2.5)))
-    resp = await stub.Extract(pb.ExtractRequest(content=png(big)), timeout=60)
+    big = await asyncio.to_thread(turned.resize, (int(turned.width * 2.5), int(turned.height * 2.5)))
+    resp = await stub.Extract(pb.ExtractRequest(content=await asyncio.to_thread(png, big)), timeout=60)
     got = resp.pages[0]
     assert (got.image_width, got.image_height) == big.size and abs(got.skew_degrees + 4.0) < 0.6
     words = [(w.box.left, w.box.top, w.box.width, w.box.height) for ln in got.lines for w in ln.words]

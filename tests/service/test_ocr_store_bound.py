@@ -12,6 +12,7 @@ from services.bootstrap.errors import Overloaded
 from services.ocr.config import OcrSettings
 from services.ocr.extractor import ExtractOptions
 from services.ocr.server import create_ocr_service
+from services.runtime.loopguard import starting
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 LIMIT = 4 * 1024 * 1024
@@ -33,7 +34,8 @@ async def test_uploads_beyond_the_store_limit_are_refused_with_retry(redis_url):
     assert used < LIMIT, "a fresh Redis already holds more than the test's limit"
     s = OcrSettings(host="127.0.0.1", port=0, metrics_port=-1, engines=1, redis_url=db, job_workers=0,
                     max_bytes=8_000_000, max_pixels=20_000_000, max_store_bytes=LIMIT)
-    service = await create_ocr_service(s, registry=CollectorRegistry())
+    with starting():  # built by hand here: its start-up is not serving yet
+        service = await create_ocr_service(s, registry=CollectorRegistry())
     try:
         small = noise_png(200_000)
         first = await service.jobs.submit([small], ExtractOptions())  # fits: stored and queued

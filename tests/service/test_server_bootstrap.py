@@ -18,6 +18,7 @@ from services.embedding.engine.base import EmbeddingEngine
 from services.embedding.engine.onnx import OnnxRuntimeEngine
 from services.embedding.errors import EngineUnavailable
 from services.embedding.server import create_embedding_service
+from services.runtime.loopguard import starting
 from support.embedding import embedding_settings
 from support.servers import running_embedding
 
@@ -48,8 +49,9 @@ async def health_status(port: int, service: str = "") -> int:
 
 
 async def test_health_is_not_serving_until_warm_then_serving_then_not_serving_on_stop(model_dir):
-    svc = await create_embedding_service(embedding_settings(model_dir), registry=CollectorRegistry())
-    await svc.mesh.start()  # by hand, not running(): the state between start and warm-up is what is checked
+    with starting():  # by hand, not running(): the state between start and warm-up is what is checked
+        svc = await create_embedding_service(embedding_settings(model_dir), registry=CollectorRegistry())
+        await svc.mesh.start()
     try:
         assert await health_status(svc.port) == health_pb2.HealthCheckResponse.NOT_SERVING
         assert await health_status(svc.port, SERVICE) == health_pb2.HealthCheckResponse.NOT_SERVING

@@ -6,15 +6,18 @@ persistence): filling it with query vectors evicted an idle session, whose next 
 
 from __future__ import annotations
 
+import asyncio
+
 import redis
 
 from gateway.config import GatewaySettings
 from gateway.wiring import sessions_store
-from support import RedisServer
+from support import RedisServer, off_loop
 
 
 async def test_sessions_survive_a_full_cache_redis_on_their_own(tmp_path):
-    with RedisServer(tmp_path / "cache") as cache, RedisServer(tmp_path / "sessions") as sessions:
+    async with off_loop(RedisServer(tmp_path / "cache")) as cache, \
+            off_loop(RedisServer(tmp_path / "sessions")) as sessions:
         direct = redis.Redis.from_url(cache.url_for(0))
         direct.config_set("maxmemory", "4mb")  # as deployed, smaller: allkeys-lru
         direct.config_set("maxmemory-policy", "allkeys-lru")
@@ -23,12 +26,15 @@ async def test_sessions_survive_a_full_cache_redis_on_their_own(tmp_path):
         try:
             await own.hsetnx("interview:" + "a" * 32, "meta", "{}", 7200)
             await shared.hsetnx("interview:" + "b" * 32, "meta", "{}", 7200)
-            pipe = direct.pipeline(transaction=False)
-            for i in range(5000):  # 50 MB of cached query vectors through a 4 MB cache
-                pipe.set(f"qv:{i}", b"x" * 10_000)
-                if i % 500 == 499:
-                    pipe.execute()
-            pipe.execute()
+            def fill() -> None:
+                pipe = direct.pipeline(transaction=False)
+                for i in range(5000):  # 50 MB of cached query vectors through a 4 MB cache
+                    pipe.set(f"qv:{i}", b"x" * 10_000)
+                    if i % 500 == 499:
+                        pipe.execute()
+                pipe.execute()
+
+            await asyncio.to_thread(fill)  # the test's own filling, off the loop the gateway stores share
             assert int(direct.info("stats")["evicted_keys"]) > 0
             assert await own.hgetall("interview:" + "a" * 32) == {"meta": "{}"}
             assert await shared.hgetall("interview:" + "b" * 32) == {}  # evicted with the cache's keys

@@ -5,10 +5,11 @@ Importable from every test layer as ``support`` (pytest puts ``tests/``, the fol
 conftest, on ``sys.path``) and never collected (tests/conftest.py ignores the folder; no ``test_*`` here).
 """
 
+from support.offloop import off_loop
 from support.ports import free_port
-from support.processes import ServiceProcess, start_module
+from support.processes import ServiceProcess, module_process, start_module
 from support.redis_server import RedisServer
 from support.waiting import eventually, eventually_async, job_finished
 
 __all__ = ["RedisServer", "ServiceProcess", "eventually", "eventually_async", "free_port", "job_finished",
-           "start_module"]
+           "module_process", "off_loop", "start_module"]

@@ -7,6 +7,8 @@ and stop processes exactly as operators do: each child in its own process group,
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from services.runtime.processes import start_process, stop_process
 
@@ -45,3 +47,11 @@ def start_module(module: str, *args: str, timeout_s: float = 120.0,
     """Start ``python -m module args...`` and wait for its ``SERVING port=`` line (a LaunchError if it never comes)."""
     proc, port = start_process(module, *args, timeout_s=timeout_s, env=env)
     return ServiceProcess(module, proc, port)
+
+
+@contextmanager
+def module_process(module: str, *args: str, timeout_s: float = 120.0,
+                   env: dict[str, str] | None = None) -> Iterator[ServiceProcess]:
+    """:func:`start_module` started on entering the block and stopped on leaving it (``off_loop`` takes it)."""
+    with start_module(module, *args, timeout_s=timeout_s, env=env) as proc:
+        yield proc
