@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
 _WATCHED: set[int] = set()  # threads whose loop a watchdog times already (one per thread)
-_STARTING = [0]  # services starting in this process now (see starting())
+_STARTING = [0, 0]  # services starting in this process now, and how many start-ups have begun (see starting())
 _GC = {"started": 0.0, "seconds": 0.0}  # the cyclic collector's time in this process, summed
 
 
@@ -49,6 +50,7 @@ def starting() -> Iterator[None]:
     one loop (the test suite's in-process servers), their start-up is wrapped in this instead.
     """
     _STARTING[0] += 1
+    _STARTING[1] += 1
     try:
         yield
     finally:
@@ -63,10 +65,13 @@ class Stall:
     seconds: float
     stack: str
     gc_seconds: float = 0.0  # the garbage collector's time within the callback, not counted in ``seconds``
+    cpu_wait_seconds: float = 0.0  # time the thread waited for a core (the machine busy), not counted either
 
     def __str__(self) -> str:
-        gc_note = f" (and {self.gc_seconds * 1000:.0f} ms of garbage collection)" if self.gc_seconds >= 0.01 else ""
-        return f"event loop held for {self.seconds * 1000:.0f} ms{gc_note} at:\n{self.stack}"
+        notes = [f"{self.gc_seconds * 1000:.0f} ms of garbage collection"] if self.gc_seconds >= 0.01 else []
+        notes += [f"{self.cpu_wait_seconds * 1000:.0f} ms waiting for a CPU"] if self.cpu_wait_seconds >= 0.01 else []
+        extra = f" (besides {' and '.join(notes)})" if notes else ""
+        return f"event loop held for {self.seconds * 1000:.0f} ms{extra} at:\n{self.stack}"
 
 
 def _where(frame) -> str:
@@ -93,6 +98,8 @@ class LoopWatchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._original: Callable[[asyncio.Handle], None] | None = None
+        self._schedstat = ""  # the loop thread's /proc schedstat (Linux): its time waiting for a CPU
+        self._waits: deque[tuple[float, float]] = deque(maxlen=800)  # (monotonic, seconds waited), sampled
 
     def start(self) -> None:
         """Start timing the callbacks of this thread's loop, and watching from a daemon thread."""
@@ -100,6 +107,7 @@ class LoopWatchdog:
         if self._loop_thread in _WATCHED:  # another watchdog times this thread (a test session's, say)
             return
         _WATCHED.add(self._loop_thread)
+        self._schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         self._original = original = asyncio.events.Handle._run
         watchdog = self
 
@@ -108,7 +116,7 @@ class LoopWatchdog:
                 original(handle)
                 return
             watchdog._started = t = time.monotonic()
-            gc_before = _GC["seconds"]
+            gc_before, starts_before = _GC["seconds"], _STARTING[1]
             try:
                 original(handle)
             finally:
@@ -117,9 +125,13 @@ class LoopWatchdog:
                 collected = _GC["seconds"] - gc_before
                 took = time.monotonic() - t - collected
                 watchdog._started = 0.0
-                if took > watchdog.threshold_s and not _STARTING[0]:
-                    watchdog._record(Stall(took, watchdog._stack or f"(no stack taken) {handle!r}"[:2000],
-                                           collected))
+                if took > watchdog.threshold_s and not _STARTING[0] and _STARTING[1] == starts_before:
+                    # Time the thread sat runnable while other processes had the cores is the machine's, not
+                    # the callback's (a blocking call or the GIL held elsewhere is sleeping: still counted).
+                    waited = min(took, watchdog._waited_since(t))
+                    if took - waited > watchdog.threshold_s:
+                        watchdog._record(Stall(took - waited, watchdog._stack or f"(no stack taken) {handle!r}"[:2000],
+                                               collected, waited))
                 watchdog._stack = ""
 
         asyncio.events.Handle._run = _run  # type: ignore[method-assign,assignment]
@@ -136,8 +148,22 @@ class LoopWatchdog:
             self._original = None
             _WATCHED.discard(self._loop_thread)
 
+    def _wait_now(self) -> float:
+        """Seconds the loop thread has waited on a run queue so far (0 where /proc has no schedstat)."""
+        try:
+            with open(self._schedstat, encoding="ascii") as stat:
+                return int(stat.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def _waited_since(self, t: float) -> float:
+        """Run-queue wait of the loop thread since about ``t`` (the last sample at or before it; 0 if none)."""
+        before = next((w for at, w in reversed(self._waits) if at <= t), None)
+        return 0.0 if before is None else max(0.0, self._wait_now() - before)
+
     def _watch(self) -> None:
         while not self._stop.wait(self.threshold_s / 8):
+            self._waits.append((time.monotonic(), self._wait_now()))
             started = self._started
             if started and not self._stack and time.monotonic() - started > self.threshold_s * 0.75:
                 frames = sys._current_frames()

@@ -1,0 +1,64 @@
+"""The event-loop watchdog (services/runtime/loopguard.py): what it counts as a stall and what it does not."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+
+from services.runtime.loopguard import LoopWatchdog, starting
+
+
+def _run(scenario, dog: LoopWatchdog | None = None) -> LoopWatchdog:
+    """``scenario`` on a loop of its own thread (the test session's watchdog times this one's), watched."""
+    dog = dog or LoopWatchdog(0.1, "unit")
+
+    async def main() -> None:
+        dog.start()
+        try:
+            await scenario()
+        finally:
+            dog.stop()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),))
+    thread.start()
+    thread.join(30)
+    return dog
+
+
+def test_a_blocking_callback_is_a_stall_with_the_stack_that_held_the_loop():
+    async def scenario():
+        await asyncio.sleep(0.05)  # the watcher has sampled once
+        time.sleep(0.25)  # blocking: sleeping, not waiting for a core, so it counts
+        await asyncio.sleep(0.01)
+
+    dog = _run(scenario)
+    assert len(dog.stalls) == 1 and 0.2 < dog.stalls[0].seconds < 1.0
+    assert "time.sleep(0.25)" in dog.stalls[0].stack and "test_loopguard.py" in dog.stalls[0].stack
+
+
+def test_short_callbacks_start_up_and_garbage_collection_are_not_stalls():
+    async def scenario():
+        for _ in range(20):
+            time.sleep(0.01)
+            await asyncio.sleep(0)
+        with starting():  # a service being built: no caller is served yet
+            time.sleep(0.15)
+        await asyncio.sleep(0.01)
+        heap = await asyncio.to_thread(lambda: [[i] for i in range(1_500_000)])  # a large heap, made off the loop
+        t = time.perf_counter()
+        gc.collect()  # a full collection traverses all of it, inside this callback
+        collected.append(time.perf_counter() - t)
+        await asyncio.sleep(0.01)
+        del heap
+
+    collected: list[float] = []
+    assert _run(scenario).stalls == []
+    assert collected[0] > 0.1  # the collection alone was over the bound
+
+
+def test_the_watchdog_leaves_the_loop_as_it_found_it():
+    original = asyncio.events.Handle._run
+    _run(lambda: asyncio.sleep(0.01))
+    assert asyncio.events.Handle._run is original
