@@ -15,6 +15,8 @@ from typing import Literal
 import openai
 import pytest
 import pytest_asyncio
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 from support.apps import gateway_app, serving
@@ -151,8 +153,6 @@ async def test_models_lists_the_routes_next_to_the_embedding_model(client):
 
 
 async def test_a_framework_client_langchains_chatopenai_structured_output_and_tools(base_url):
-    from langchain_core.tools import tool
-    from langchain_openai import ChatOpenAI
 
     @tool
     def get_weather(city: str) -> str:

@@ -1,5 +1,6 @@
 """OCR uploads waiting in Redis are bounded in total: past --max-store-bytes a submit is RESOURCE_EXHAUSTED."""
 
+import asyncio
 import io
 
 import numpy as np
@@ -37,11 +38,11 @@ async def test_uploads_beyond_the_store_limit_are_refused_with_retry(redis_url):
     with starting():  # built by hand here: its start-up is not serving yet
         service = await create_ocr_service(s, registry=CollectorRegistry())
     try:
-        small = noise_png(200_000)
+        small, large = await asyncio.to_thread(lambda: (noise_png(200_000), noise_png(LIMIT)))  # off the loop
         first = await service.jobs.submit([small], ExtractOptions())  # fits: stored and queued
         assert first["state"] == "QUEUED"
         with pytest.raises(Overloaded) as refused:
-            await service.jobs.submit([noise_png(LIMIT)], ExtractOptions())
+            await service.jobs.submit([large], ExtractOptions())
         assert refused.value.retry_after_s > 0 and "--max-store-bytes" in refused.value.message
         assert await r.llen("jobs:{ocr}:queue") == 1  # the refused job left nothing behind
     finally:
