@@ -36,7 +36,8 @@ from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
 _WATCHED: set[int] = set()  # threads whose loop a watchdog times already (one per thread)
-_STARTING = [0, 0]  # services starting in this process now, and how many start-ups have begun (see starting())
+_STARTS: set[object] = set()  # start-ups under way in this process (see starting())
+_STARTING = [0, 0]  # [unused, how many start-ups have begun]
 _GC = {"started": 0.0, "seconds": 0.0}  # the cyclic collector's time in this process, summed
 
 
@@ -55,12 +56,13 @@ def starting() -> Iterator[None]:
     A process serves from SERVING on (``serve`` starts its watchdog then); where several services share
     one loop (the test suite's in-process servers), their start-up is wrapped in this instead.
     """
-    _STARTING[0] += 1
+    token = object()  # each start-up removes only its own mark, however start-ups interleave on the loop
+    _STARTS.add(token)
     _STARTING[1] += 1
     try:
         yield
     finally:
-        _STARTING[0] -= 1
+        _STARTS.discard(token)
 STALLS = Counter("mesh_event_loop_stalls", "times the event loop was held longer than the stall threshold "
                  "(kind: held by a callback, or kept waiting for the GIL by another thread)", ["kind"])
 
@@ -128,7 +130,7 @@ class LoopWatchdog:
                 return
             watchdog._started = t = time.monotonic()
             cpu_before = time.thread_time()
-            gc_before, starts_before = _GC["seconds"], _STARTING[1]
+            gc_before, starts_before, starting_before = _GC["seconds"], _STARTING[1], bool(_STARTS)
             try:
                 original(handle)
             finally:
@@ -137,7 +139,8 @@ class LoopWatchdog:
                 collected = _GC["seconds"] - gc_before
                 took = time.monotonic() - t - collected
                 watchdog._started = 0.0
-                if took > watchdog.threshold_s and not _STARTING[0] and _STARTING[1] == starts_before:
+                # A callback that ran while a start-up was under way at any point (a start-up may end mid-callback)
+                if took > watchdog.threshold_s and not (starting_before or _STARTS or _STARTING[1] != starts_before):
                     # Time the thread sat runnable while other processes had the cores is the machine's, not
                     # the callback's (a blocking call or the GIL held elsewhere is sleeping: still counted).
                     waited = min(took, watchdog._waited_since(t))
@@ -190,7 +193,9 @@ class LoopWatchdog:
                     # GIL (in Thread.start, say) is held by whichever of them keeps it.
                     others = [f"  [{ident}] " + "".join(traceback.format_stack(f)[-1:]).strip().replace("\n", " ")
                               for ident, f in frames.items() if ident not in (self._loop_thread, threading.get_ident())]
-                    self._stack = _where(frame) + "other threads:\n" + "\n".join(others[:12]) + "\n"
+                    stack = _where(frame) + "other threads:\n" + "\n".join(others[:12]) + "\n"
+                    if self._started == started:  # still the same callback: a stack taken as it ended is not kept
+                        self._stack = stack
 
     def _record(self, stall: Stall) -> None:
         self.stalls.append(stall)

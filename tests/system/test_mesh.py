@@ -104,6 +104,9 @@ def test_killing_redis_keeps_search_answering(mesh):
         assert ready["status"] == "ok"
 
 
+# Schemathesis sends bodies at the schema's maxima (10,000 documents, 32 MB): FastAPI parses and validates a body
+# on the gateway's loop, ~0.25 s at the largest — a known stall left for a body reader that yields (issue 75's note).
+@pytest.mark.loop_stalls_allowed
 def test_schemathesis_finds_no_server_errors(mesh):
     """Property-based requests from the gateway's own OpenAPI: no 5xx but the documented 503/504."""
     st = Path(sys.executable).parent / "schemathesis"
