@@ -299,7 +299,9 @@ def _count_elements(archive: zipfile.ZipFile, name: str, limit: int) -> None:
     from lxml import etree
 
     count = 0
-    try:  # a member whose header, compression or encryption is broken is the file's fault too
+    # A member whose header is broken (BadZipFile), whose stream is cut or corrupt (zlib.error, EOFError), whose
+    # compression zipfile lacks (NotImplementedError) or that is encrypted (RuntimeError) is the file's fault.
+    try:
         with archive.open(name) as part:
             for _, element in etree.iterparse(part, events=("end",), resolve_entities=False, no_network=True,
                                               huge_tree=False):
@@ -309,7 +311,7 @@ def _count_elements(archive: zipfile.ZipFile, name: str, limit: int) -> None:
                 element.clear(keep_tail=False)
     except etree.XMLSyntaxError as err:
         raise _bad(f"an unreadable Word document ({name}: {str(err)[:120]})") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as err:
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as err:
         raise _bad(f"a zip member that cannot be read ({name}: {type(err).__name__}: {str(err)[:100]})") from None
 
 
