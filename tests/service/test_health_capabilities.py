@@ -170,6 +170,10 @@ async def test_retrieval_keyword_serves_without_embedding_and_dense_follows_it(t
 
 async def test_gateway_readyz_reports_every_dependency_through_the_clients(embedding_service, tmp_path):
     async with running_retrieval(tmp_path / "q", embedding_service.port, health_interval_s=PROBE_S) as retrieval:
+        # The embedding service shares this test's event loop: retrieval's first probe can time out while
+        # retrieval itself starts on that loop. Its monitor probes again every PROBE_S; wait for that, then compare.
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{retrieval.port}") as channel:
+            await health_becomes(channel, names.RETRIEVAL_DENSE, SERVING)
         dead = f"127.0.0.1:{free_port()}"
         for target, status_, code in ((f"127.0.0.1:{embedding_service.port}", "ok", 200), (dead, "degraded", 200)):
             app = gateway_app(target, retrieval.port, ocr_target=dead, reasoning_targets=dead)
