@@ -162,12 +162,12 @@ def cache_timing(tools_file: Path, calls: int = 200) -> dict[str, Any]:
         tools = BackendTools(load_backend_tools(tools_file))
         arguments = {"role": "백엔드 개발자", "location": "판교"}
         t = time.perf_counter()
-        _, cached = await tools.call("job_postings", arguments, "bench")
+        _, cached = await tools.call("job_postings", arguments, "k-bench", "bench")
         first = (time.perf_counter() - t) * 1e3
         times, hits = [], 0
         for _ in range(calls):
             t = time.perf_counter()
-            _, cached = await tools.call("job_postings", arguments, "bench")
+            _, cached = await tools.call("job_postings", arguments, "k-bench", "bench")
             times.append((time.perf_counter() - t) * 1e3)
             hits += cached
         await tools.close()
@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     tools = folder / "tools.json"
     tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
         {"name": "job_postings", "description": "채용 공고를 직무, 회사, 근무지로 찾습니다.",
-         "parameters": POSTINGS_SCHEMA, "url": url, "timeout_s": 5}]}, ensure_ascii=False), encoding="utf-8")
+         "parameters": POSTINGS_SCHEMA, "url": url, "timeout_s": 5, "secret": "bench-assistant-tool-secret"}]},
+                                ensure_ascii=False), encoding="utf-8")
     if args.cache_only:
         timing = cache_timing(tools)
         backend.close()

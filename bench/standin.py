@@ -90,6 +90,7 @@ class ChatStandIn(_LoopbackServer):
         self.script: list[dict] = [] if callable(script) else script
         self.requests: list[dict] = []
         self.closed_early = 0
+        self.served_tokens = 0  # prompt + completion tokens of every answer it finished (what its usage said)
         standin = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -147,6 +148,7 @@ class ChatStandIn(_LoopbackServer):
                            "usage": {"prompt_tokens": 11, "completion_tokens": len(plan.get("chunks", ["네"]))}}
                     self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     self.wfile.flush()
+                    standin.served_tokens += end["usage"]["prompt_tokens"] + end["usage"]["completion_tokens"]
                 except (BrokenPipeError, ConnectionResetError):
                     standin.closed_early += 1
 
@@ -284,13 +286,15 @@ def _any_value(value, to_dict):
 class ToolBackendStandIn(_LoopbackServer):
     """A local stand-in for an operator's backend tool (gateway/assistant/backend_tools.py): not a real service.
 
-    POSTs ``{"tool", "arguments", "caller"}`` are recorded in ``requests`` and answered by path, for the
-    failures a real backend cannot be made to show on demand: ``/redirect`` answers 302 (to a metadata
+    POSTs ``{"tool", "arguments", "caller", "key_id"}`` are recorded in ``requests`` and answered by path, for
+    the failures a real backend cannot be made to show on demand: ``/redirect`` answers 302 (to a metadata
     address), ``/big`` a ~10 MB JSON array, ``/slow`` after ``slow_s``; any other path one posting echoing
-    the arguments and the caller. ``base`` is its root URL.
+    the arguments and the caller. With ``secret``, it checks the mesh's signature as a backend would
+    (the verifier of docs/features/assistant.md): a request not signed with it is a 401, and not recorded.
+    ``base`` is its root URL.
     """
 
-    def __init__(self, slow_s: float = 2.0) -> None:
+    def __init__(self, slow_s: float = 2.0, secret: bytes | None = None) -> None:
         import http.server
         import json
         import time
@@ -303,7 +307,20 @@ class ToolBackendStandIn(_LoopbackServer):
                 pass
 
             def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                import hashlib
+                import hmac
+
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                if secret is not None:  # the ten-line verifier of docs/features/assistant.md
+                    ts = self.headers.get("X-Mesh-Timestamp", "0")
+                    mac = hmac.new(secret, ts.encode() + b"." + raw, hashlib.sha256).hexdigest()
+                    fresh = ts.isdigit() and abs(time.time() - int(ts)) <= 300
+                    if not (fresh and hmac.compare_digest(f"v1={mac}", self.headers.get("X-Mesh-Signature", ""))):
+                        self.send_response(401)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                body = json.loads(raw)
                 standin.requests.append({"path": self.path, **body})
                 if self.path == "/redirect":
                     self.send_response(302)

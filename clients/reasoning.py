@@ -130,6 +130,7 @@ class StreamError:
     kind: ErrorKind
     message: str
     completion_tokens: int
+    usage: Usage | None = None  # what the failed call used (every attempt), when the service says
 
 
 GenerationEvent = Delta | Done | StreamError
@@ -325,7 +326,8 @@ def generation_event(e: pb.GenerateResponse | pb.ChatResponse) -> GenerationEven
         return Delta(e.delta)
     if kind == "done":
         return Done(FINISH_REASONS.get(e.done.finish_reason, "stop"), usage_from_proto(e.done.usage))
-    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens,
+                       usage_from_proto(e.error.usage) if e.error.HasField("usage") else None)
 
 
 def completion_event(e: pb.CompleteResponse) -> CompletionEvent:
@@ -337,7 +339,8 @@ def completion_event(e: pb.CompleteResponse) -> CompletionEvent:
         return ToolCalls(tuple(ToolCall(c.id, c.name, c.arguments) for c in e.tool_calls.calls))
     if kind == "done":
         return Done(FINISH_REASONS.get(e.done.finish_reason, "stop"), usage_from_proto(e.done.usage))
-    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens,
+                       usage_from_proto(e.error.usage) if e.error.HasField("usage") else None)
 
 
 def task_event(e: pb.RunTaskResponse) -> TaskEvent:
@@ -350,7 +353,8 @@ def task_event(e: pb.RunTaskResponse) -> TaskEvent:
     if kind == "done":
         return TaskDone(json.loads(e.done.output_json), json.loads(e.done.result_json), e.done.attempts,
                         usage_from_proto(e.done.usage), e.done.version)
-    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens)
+    return StreamError(ERROR_KINDS.get(e.error.kind, "backend_failed"), e.error.message, e.error.completion_tokens,
+                       usage_from_proto(e.error.usage) if e.error.HasField("usage") else None)
 
 
 def complete_request(messages: Sequence[ChatMessage], *, options: Options | None = None,

@@ -80,7 +80,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.mesh = mesh or build_mesh(settings, llm_slots=llm_slots)
+        app.state.mesh = mesh or build_mesh(settings, llm_slots=llm_slots, keys=keys, quotas=quotas)
         await asyncio.to_thread(warm_routes, app)
         await app.state.mesh.start()
         lag = asyncio.create_task(watch_loop(settings.loop_lag_probe_ms / 1000)) if settings.loop_lag_probe_ms else None
@@ -96,6 +96,9 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
         await app.state.mesh.close()
 
     llm_slots = mesh.llm_slots if mesh is not None else Slots("llm", settings.max_inflight_llm)
+    keys = mesh.keys if mesh is not None and mesh.keys is not None else \
+        ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
+    quotas = Quotas(settings.quotas_file)
     app = FastAPI(title="Korean inference mesh gateway", version=VERSION, lifespan=lifespan, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)  # local pages instead: install_docs
     app.state.settings = settings
@@ -115,10 +118,9 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     if settings.usage_accounting:
         app.add_middleware(UsageAccounting, ledger=lambda: app.state.mesh.ledger,
-                           quotas=Quotas(settings.quotas_file), llm_routes=LLM_ROUTES, routes=app.router.routes,
-                           estimate=settings.quota_request_tokens)
-    keys = ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
-    app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops)
+                           quotas=quotas, llm_routes=LLM_ROUTES, routes=app.router.routes,
+                           estimate=settings.quota_request_tokens, lease_s=settings.quota_lease_s)
+    app.add_middleware(RequireApiKey, keys=keys, protect_ops=settings.protect_ops, routes=app.router.routes)
     app.add_middleware(RequestTelemetry, routes=app.router.routes)
     _document_only_what_is_sent(app)
     FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider or trace.get_tracer_provider(),

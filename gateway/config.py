@@ -174,7 +174,9 @@ class GatewaySettings(BaseSettings):
     api_keys: SecretStr = Field(SecretStr(""), description="comma-separated API keys (X-API-Key or Authorization: "
                                                         "Bearer); with none (and no file) the gateway starts "
                                                         "only with --allow-no-auth")
-    api_keys_file: FilePath | None = Field(None, description="file of API keys, one per line (a mounted secret)")
+    api_keys_file: FilePath | None = Field(None, description="file of API keys (a mounted secret): one per line, or "
+                                                             "YAML/JSON with scopes per key (docs/operations/"
+                                                             "tenancy.md); read again when it changes")
     quotas_file: FilePath | None = Field(None, description="quotas per API key id (YAML or JSON: tokens and cost per "
                                                            "day and month, a soft share); read again when it "
                                                            "changes (gateway/usage/quotas.py)")
@@ -183,6 +185,9 @@ class GatewaySettings(BaseSettings):
     quota_request_tokens: int = Field(1000, ge=1, le=1_000_000,
                                       description="tokens a request in flight reserves against its key's quotas "
                                                   "(what concurrent callers may overshoot by, per request)")
+    quota_lease_s: float = Field(900.0, ge=10, le=86400,
+                                 description="how long a reservation holds quota room at most: a gateway killed "
+                                             "mid-request frees its reservations after this, not at the period's end")
     allow_no_auth: bool = Field(False, description="serve with no API key at all (local development: `make run`, "
                                                    "the tests and benches set it); otherwise a gateway without "
                                                    "keys refuses to start")

@@ -17,6 +17,8 @@ from opentelemetry import trace
 from clients import AsyncEmbeddingClient, AsyncRetrievalClient
 from clients.ocr import AsyncOcrClient
 from clients.reasoning import AsyncReasoningClient
+from gateway.access.context import acting_as
+from gateway.access.keys import ApiKeys, Principal
 from gateway.answers.cache import AnswerCache
 from gateway.answers.serving import Answers
 from gateway.assistant.backend_tools import BackendTools, load_backend_tools
@@ -34,6 +36,7 @@ from gateway.ocr.serving import Ocr
 from gateway.openai_api.completions import ChatCompletions
 from gateway.openai_api.serving import OpenAiCompat
 from gateway.reasoning.chat import Chat
+from gateway.reasoning.client import CountedReasoningClient
 from gateway.reasoning.pool import ReasoningPool
 from gateway.reasoning.recommendations import Recommendations
 from gateway.reasoning.routes import ModelRoutes
@@ -42,7 +45,9 @@ from gateway.search.expansion import QueryExpander
 from gateway.search.serving import Search
 from gateway.tasks.serving import Tasks
 from gateway.tasks.store import KeyValue, MemoryKeyValue, RedisKeyValue
+from gateway.usage.accounting import JobCharges, QuotaExceeded
 from gateway.usage.ledger import Ledger, MemoryLedger, RedisLedger
+from gateway.usage.quotas import Quotas
 from gateway.vectors.breaker import CircuitBreaker, export_state
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache, RedisCache
 from gateway.vectors.query import QueryVectors
@@ -78,7 +83,7 @@ class Clients:
                    retrieval_writer=AsyncRetrievalClient(writer) if writer and writer != settings.retrieval_target
                    else retrieval,
                    ocr=AsyncOcrClient(settings.ocr_target),
-                   reasoning={t: AsyncReasoningClient(t) for t in targets},
+                   reasoning={t: CountedReasoningClient(t) for t in targets},
                    more_embedding=tuple(AsyncEmbeddingClient(t) for t in settings.more_targets()))
 
     async def close(self) -> None:
@@ -121,6 +126,7 @@ class Mesh:
     ledger: Ledger  # usage per key, route and model; quota reservations (the sessions' Redis)
     files: Files | None = None
     assistant: Assistant | None = None
+    keys: ApiKeys | None = None  # the API keys and their scopes (the app's middleware reads the same object)
 
     async def start(self) -> None:
         """Start this instance's job workers."""
@@ -167,13 +173,39 @@ def changing(handler: Handler, cache: AnswerCache) -> Handler:
     return run
 
 
+def for_owner(handler: Handler, keys: ApiKeys, charges: JobCharges | None = None) -> Handler:
+    """A job handler run for the key that submitted the job (its ``owner``).
+
+    That key's scopes hold and, with ``charges``, the LLM tokens it uses are charged to it after its quota
+    is checked (a full quota fails the job). A job recorded before owners were runs as the gateway's own work.
+    """
+    async def run(record: JobRecord, payload: bytes, ctx: JobContext) -> dict[str, Any] | None:
+        kid = record.meta.get("owner")
+        if kid is None:
+            return await handler(record, payload, ctx)
+        principal = keys.by_id(kid) or Principal(kid, frozenset(), (), (), ())  # a key removed since: no access
+        with acting_as(principal):
+            if charges is None:
+                return await handler(record, payload, ctx)
+            try:
+                return await charges.run(kid, f"job:{record.kind}", handler(record, payload, ctx))
+            except QuotaExceeded as err:
+                await ctx.progress(error=str(err))
+                return None
+    return run
+
+
 def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None,
-               tracer_provider: trace.TracerProvider | None = None, llm_slots: Slots | None = None) -> Mesh:
+               tracer_provider: trace.TracerProvider | None = None, llm_slots: Slots | None = None,
+               keys: ApiKeys | None = None, quotas: Quotas | None = None) -> Mesh:
     """Clients, cache, breaker, jobs and features from settings (``cache`` overrides the configured one).
 
-    ``llm_slots``: the LLM cap the app's admission control shares (one from settings when not given).
+    ``llm_slots``: the LLM cap the app's admission control shares (one from settings when not given);
+    ``keys``, ``quotas``: the app's (jobs run for the key that submitted them and are charged to it; loaded
+    from settings when not given).
     """
     llm_slots = llm_slots or Slots("llm", settings.max_inflight_llm)
+    keys = keys or ApiKeys.load(settings.api_keys.get_secret_value(), settings.api_keys_file)
     clients = Clients.from_settings(settings)
     if cache is None:
         cache = (RedisCache(settings.redis_url, settings.cache_ttl_s) if settings.redis_url
@@ -191,7 +223,7 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                   budget=UploadBudget(store, settings.max_queued_file_bytes, settings.job_ttl_s))
     answer_cache = AnswerCache(store, threshold=settings.answer_cache_threshold, ttl_s=settings.answer_cache_ttl_s,
                                max_entries=settings.answer_cache_max_entries)
-    handlers = {kind: changing(handler, answer_cache) for kind, handler in
+    handlers = {kind: for_owner(changing(handler, answer_cache), keys) for kind, handler in
                 {**CatalogJobs(writer, settings.ingest_outage_s).handlers(), **files.handlers()}.items()}
     options: dict[str, Any] = {"ttl_s": settings.job_ttl_s, "max_queued": settings.max_queued_jobs,
                                "workers": settings.job_workers, "tracer_provider": tracer_provider}
@@ -222,12 +254,17 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                     summary_timeout_s=settings.conversation_summary_timeout_s,
                     reply_timeout_s=settings.conversation_reply_timeout_s,
                     reason_timeout_s=settings.conversation_reason_timeout_s)
-    handlers.update(finish.handlers())  # the job store holds this dict: list jobs run on every instance
+    ledger = ledger_of(settings)
+    charges = JobCharges(lambda: ledger, quotas or Quotas(settings.quotas_file), settings.quota_request_tokens,
+                         settings.quota_lease_s)
+    # The job store holds this dict: list jobs run on every instance.
+    handlers.update({kind: for_owner(handler, keys, charges) for kind, handler in finish.handlers().items()})
     return Mesh(clients=clients, vectors=vectors, jobs=jobs, search=search, catalog=catalog, files=files,
                 openai=OpenAiCompat(vectors, routes),
                 recommendations=recommendations,
                 chat=Chat(pool(settings.chat_route), settings.chat_history_tokens),
-                summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s), ocr=Ocr(clients.ocr),
+                summaries=Summaries(pool(settings.summaries_route), settings.summary_timeout_s),
+                ocr=Ocr(clients.ocr, sessions, settings.job_ttl_s),
                 routes=routes, completions=ChatCompletions(routes), answers=answers,
                 tasks=tasks, store=store,
                 sessions=sessions,
@@ -235,9 +272,10 @@ def build_mesh(settings: GatewaySettings, *, cache: EmbeddingCache | None = None
                                       follow_up_below=settings.interview_follow_up_below_chars,
                                       prepare=settings.interview_prepare, slots=llm_slots,
                                       score_ahead=settings.interview_score_ahead),
-                conversations=conversations, finish=finish, ledger=ledger_of(settings),
+                conversations=conversations, finish=finish, ledger=ledger,
                 llm_slots=llm_slots,
                 assistant=Assistant(routes, answers, tasks, sessions, ttl_s=settings.assistant_ttl_s, backend=backend,
                                     history_turns=settings.assistant_history_turns,
                                     tool_rounds=settings.assistant_tool_rounds,
-                                    max_turns=settings.conversation_max_turns))
+                                    max_turns=settings.conversation_max_turns),
+                keys=keys)

@@ -69,7 +69,7 @@ def ensure_catalog(gateway: str) -> None:
 
     catalog = json.loads(SAMPLE.read_text())
     name = catalog["collection"]
-    with httpx.Client(base_url=gateway, timeout=30) as http:
+    with httpx.Client(base_url=gateway, headers=auth(), timeout=30) as http:
         if http.get(f"/v1/collections/{name}").status_code == 200:
             probe = http.post("/v1/search", json={"collection": name, "query": "선물", "mode": "keyword"})
             if probe.status_code != 409:
@@ -106,7 +106,7 @@ def example_search(gateway: str) -> None:
     import httpx
 
     body = {"collection": "demo", "query": "부모님께 드릴 선물 추천", "top_k": 3}
-    out = httpx.post(f"{gateway}/v1/search", json=body, timeout=10).json()
+    out = httpx.post(f"{gateway}/v1/search", json=body, headers=auth(), timeout=10).json()
     print(f"\nPOST /v1/search {json.dumps(body, ensure_ascii=False)}")
     print(f"mode={out['mode']} degraded={out['degraded']} total={out['timings']['total_ms']:.1f} ms")
     for hit in out["hits"]:
@@ -145,7 +145,7 @@ def example_ocr(gateway: str) -> None:
         ImageDraw.Draw(img).text((30, 30 + 48 * i), line, font=font, fill="black")
     buf = io.BytesIO()
     img.save(buf, format="PNG")
-    with httpx.Client(base_url=gateway, timeout=30) as http:
+    with httpx.Client(base_url=gateway, headers=auth(), timeout=30) as http:
         job = http.post("/v1/ocr/jobs", json={"documents": [
             {"content_base64": base64.b64encode(buf.getvalue()).decode()}]}).json()
         deadline = time.monotonic() + 120
@@ -169,7 +169,7 @@ def example_recommendation(gateway: str) -> None:
     print(f"\nPOST /v1/recommendations:stream {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)",
           flush=True)
     start = time.perf_counter()
-    with httpx.stream("POST", f"{gateway}/v1/recommendations:stream", json=body, timeout=240) as resp:
+    with httpx.stream("POST", f"{gateway}/v1/recommendations:stream", json=body, headers=auth(), timeout=240) as resp:
         event = ""
         for line in resp.iter_lines():
             if line.startswith("event: "):
@@ -200,7 +200,7 @@ def example_answers(gateway: str) -> None:
         body = {"collection": "demo", "question": question, "top_k": 3}
         print(f"\nPOST /v1/answers {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
         start = time.perf_counter()
-        out = httpx.post(f"{gateway}/v1/answers", json=body, timeout=240).json()
+        out = httpx.post(f"{gateway}/v1/answers", json=body, headers=auth(), timeout=240).json()
         took = time.perf_counter() - start
         if out.get("answerable"):
             cited = ", ".join(f"{c['id']} \"{c['text']}\"" for c in out["citations"])
@@ -219,7 +219,7 @@ def example_task(gateway: str) -> None:
                       "reference_date": time.strftime("%Y-%m-%d")}}
     print(f"\nPOST /v1/tasks/calendar_parse {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
     start = time.perf_counter()
-    out = httpx.post(f"{gateway}/v1/tasks/calendar_parse", json=body, timeout=240).json()
+    out = httpx.post(f"{gateway}/v1/tasks/calendar_parse", json=body, headers=auth(), timeout=240).json()
     r = out.get("result") or {}
     print(f"  [{time.perf_counter() - start:5.1f}s] {r.get('company')} / {r.get('stage')} / {r.get('start')}"
           if r else f"  failed: {out.get('error', out)}", flush=True)
@@ -231,11 +231,11 @@ def example_conversation(gateway: str) -> None:
 
     start_body = {"collection": "demo", "categories": ["도서", "생활", "선물", "전자기기", "커리어"],
                   "attributes": []}
-    cid = httpx.post(f"{gateway}/v1/conversations", json=start_body, timeout=30).json()["id"]
+    cid = httpx.post(f"{gateway}/v1/conversations", json=start_body, headers=auth(), timeout=30).json()["id"]
     body = {"text": "부모님 결혼기념일 선물 5만 원 이하로 찾아요, 도서는 빼고요", "top_k": 3}
     print(f"\nPOST /v1/conversations/{{id}}/turns {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)", flush=True)
     start = time.perf_counter()
-    out = httpx.post(f"{gateway}/v1/conversations/{cid}/turns", json=body, timeout=240).json()
+    out = httpx.post(f"{gateway}/v1/conversations/{cid}/turns", json=body, headers=auth(), timeout=240).json()
     if "profile" not in out:
         print(f"  failed: {out.get('error', out)}", flush=True)
         return
@@ -246,16 +246,16 @@ def example_conversation(gateway: str) -> None:
           + ", ".join(h["id"] for h in out["hits"]), flush=True)
     print("\nPOST /v1/conversations/{id}:confirm  (keywords by code, a summary within 5 s or null)", flush=True)
     start = time.perf_counter()
-    done = httpx.post(f"{gateway}/v1/conversations/{cid}:confirm", timeout=60).json()
+    done = httpx.post(f"{gateway}/v1/conversations/{cid}:confirm", headers=auth(), timeout=60).json()
     print(f"  [{time.perf_counter() - start:5.1f}s] keywords={done.get('keywords')} summary={done.get('summary')!r}"
           + (f" ({done.get('summary_error')})" if done.get("summary_error") else ""), flush=True)
     print("\nPOST /v1/conversations/{id}/lists {\"top_k\": 3}  (a job: queries, one embedding call, search, reasons)",
           flush=True)
     start = time.perf_counter()
-    job = httpx.post(f"{gateway}/v1/conversations/{cid}/lists", json={"top_k": 3}, timeout=30).json()
+    job = httpx.post(f"{gateway}/v1/conversations/{cid}/lists", json={"top_k": 3}, headers=auth(), timeout=30).json()
     while job.get("state") in ("queued", "running") and time.perf_counter() - start < 240:
         time.sleep(0.5)
-        job = httpx.get(f"{gateway}/v1/conversations/{cid}/lists/{job['id']}", timeout=30).json()
+        job = httpx.get(f"{gateway}/v1/conversations/{cid}/lists/{job['id']}", headers=auth(), timeout=30).json()
     result = job.get("result") or {}
     for name in ("gift", "self"):
         print(f"  [{time.perf_counter() - start:5.1f}s] {name}: " + "; ".join(
@@ -269,12 +269,13 @@ def example_assistant(gateway: str) -> None:
     import httpx
 
     sid = httpx.post(f"{gateway}/v1/assistant/sessions", json={"collections": ["demo"], "caller": "demo"},
-                     timeout=30).json()["id"]
+                     headers=auth(), timeout=30).json()["id"]
     body = {"text": "텀블러는 몇 시간 동안 보온이 돼?"}
     print(f"\nPOST /v1/assistant/sessions/{{id}}/messages {json.dumps(body, ensure_ascii=False)}  (local LLM, CPU)",
           flush=True)
     start = time.perf_counter()
-    with httpx.stream("POST", f"{gateway}/v1/assistant/sessions/{sid}/messages", json=body, timeout=240) as resp:
+    with httpx.stream("POST", f"{gateway}/v1/assistant/sessions/{sid}/messages", json=body, headers=auth(),
+                      timeout=240) as resp:
         event = ""
         for line in resp.iter_lines():
             if line.startswith("event: "):
@@ -304,7 +305,7 @@ def example_files(gateway: str) -> None:
     pdf = reportlab_pdf(pages, "NanumGothic.ttf")
     print("\nPOST /v1/collections/demo/files (multipart: company.pdf, 2 pages)", flush=True)
     start = time.perf_counter()
-    with httpx.Client(base_url=gateway, timeout=60) as http:
+    with httpx.Client(base_url=gateway, headers=auth(), timeout=60) as http:
         job = http.post("/v1/collections/demo/files", files={"file": ("company.pdf", pdf, "application/pdf")}).json()
         while job.get("state") not in ("succeeded", "failed", None):
             time.sleep(0.1)
@@ -327,7 +328,7 @@ def example_pii(gateway: str) -> None:
 
     body = {"text": "성명: 홍길동\n휴대폰: 010-1234-5678\n이메일: gildong@example.com", "mask": True}
     print(f"\nPOST /v1/pii:detect {json.dumps(body, ensure_ascii=False)}", flush=True)
-    out = httpx.post(f"{gateway}/v1/pii:detect", json=body, timeout=30).json()
+    out = httpx.post(f"{gateway}/v1/pii:detect", json=body, headers=auth(), timeout=30).json()
     kinds = ", ".join(s["kind"] for s in out.get("spans", []))
     print(f"  found: {kinds}\n  masked: {out.get('masked_text', '')!r}", flush=True)
 
@@ -336,6 +337,12 @@ EXAMPLES = (("search", example_search), ("OCR", example_ocr), ("recommendation",
             ("grounded answers", example_answers), ("declared task", example_task),
             ("conversation", example_conversation), ("assistant", example_assistant), ("files", example_files),
             ("personal data", example_pii))
+
+
+def auth() -> dict[str, str]:
+    """The key the demo sends: MESH_DEMO_API_KEY, else the first of MESH_GATEWAY_API_KEYS (none: keys off)."""
+    first = os.environ.get("MESH_DEMO_API_KEY") or os.environ.get("MESH_GATEWAY_API_KEYS", "").split(",")[0].strip()
+    return {"X-API-Key": first} if first else {}
 
 
 def run_demo(gateway: str) -> None:
@@ -423,7 +430,8 @@ def main() -> None:
         demo("embedding", example, ports["embedding"])
         run_demo(gateway)
         metrics = ", ".join(f"{name} http://127.0.0.1:{m}/metrics" for name, _, _, m in SERVICES if m)
-        keys = "on" if os.environ.get("MESH_GATEWAY_API_KEYS") else "off (local demo; set MESH_GATEWAY_API_KEYS)"
+        keys = "on" if os.environ.get("MESH_GATEWAY_API_KEYS") or os.environ.get("MESH_GATEWAY_API_KEYS_FILE") \
+            else "off (local demo; set MESH_GATEWAY_API_KEYS or MESH_GATEWAY_API_KEYS_FILE)"
         print(f"\ngateway on {gateway} (OpenAPI at {gateway}/docs, metrics at {gateway}/metrics), API keys {keys}\n"
               f"service metrics: {metrics}\nlogs in {LOGS.relative_to(ROOT)}/. Ctrl-C stops the mesh.\n",
               flush=True)

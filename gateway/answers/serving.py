@@ -19,6 +19,7 @@ from opentelemetry import trace
 from prometheus_client import Counter
 
 from clients.reasoning import ChatMessage
+from gateway.access.context import require_read
 from gateway.answers import packing, relevance, support
 from gateway.answers import protocol as api
 from gateway.answers.cache import AnswerCache, Hit, scope_of
@@ -191,6 +192,7 @@ class Answers:
         Or, when the answer cache holds an answer to the same question, that answer (:class:`Served`).
         """
         start = time.perf_counter()
+        require_read(body.collection)  # a collection the key may not read is a 404 before any work (and the cache)
         self.routes.get(body.model or self.route)  # an unknown route is a 404 before any work
         rewrite = await self._rewrite(body, deadline)
         slot, hit, cache_ms = await self._cached(body, rewrite, deadline)

@@ -37,6 +37,8 @@ from typing import Any
 
 from clients.errors import MeshClientError
 from clients.reasoning import ChatMessage, Delta, Done, Options, StreamError, Tool, ToolCall, ToolCalls
+from gateway.access.context import owner, require_read
+from gateway.access.keys import ANONYMOUS
 from gateway.answers import protocol as answers_api
 from gateway.answers.serving import Answers
 from gateway.assistant import protocol as api
@@ -144,13 +146,14 @@ class Assistant:
             raise ApiError(400, "invalid_argument", why, fields=[FieldError(field="collections", description=why)])
         self.routes.get(body.model)
         for name in body.collections:
+            require_read(name)
             try:
                 await self.answers.search.retrieval.get_collection(name, timeout_s=deadline.check())
             except MeshClientError as err:
                 raise from_client_error(err) from None
         sid = uuid.uuid4().hex
         meta = {"collections": body.collections, "tools": tools, "system": body.system, "model": body.model,
-                "caller": body.caller, "reference_date": body.reference_date}
+                "caller": body.caller, "reference_date": body.reference_date, "owner": owner()}
         try:
             await self.store.hsetnx(self.key(sid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
         except StoreUnavailable as err:
@@ -377,7 +380,7 @@ class Assistant:
     async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
         """A declared task's result or a backend tool's answer, and whether it came from a cache."""
         if self.backend is not None and name in self.backend.tools:  # raises ToolError
-            return await self.backend.call(name, arguments, meta.get("caller") or sid)
+            return await self.backend.call(name, arguments, meta.get("owner") or ANONYMOUS, meta.get("caller") or sid)
         run = await self.tasks.prepare(name, TaskRequest(input=arguments, model=meta["model"], session_id=sid))
         response = await self.tasks.run(run, deadline)
         return response.result, response.cached

@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from clients.retrieval import AsyncRetrievalClient, Collection
+from gateway.access.context import caller, owner, owns, require_read, require_write
 from gateway.catalog import protocol as api
 from gateway.catalog.jobs import gate_args
 from gateway.http.deadline import Deadline
@@ -55,27 +56,32 @@ class Catalog:
     # ---- collections ---------------------------------------------------------------------------
     async def create(self, req: api.CollectionCreate, deadline: Deadline) -> api.CollectionInfo:
         """Create a collection."""
+        require_write(req.name)
         await self._changed(req.name)  # a name used before starts afresh
         return collection_info(await self.retrieval.create_collection(req.name, req.fields,  # type: ignore[arg-type]
                                                                       timeout_s=deadline.check()))
 
     async def get(self, name: str, deadline: Deadline) -> api.CollectionInfo:
         """Describe a collection."""
+        require_read(name)
         return collection_info(await self.retrieval.get_collection(name, timeout_s=deadline.check()))
 
     async def list_all(self, deadline: Deadline) -> api.CollectionList:
-        """Every collection."""
+        """Every collection the caller may read."""
         found = await self.retrieval.list_collections(timeout_s=deadline.check())
-        return api.CollectionList(collections=[collection_info(c) for c in found])
+        me = caller()
+        return api.CollectionList(collections=[collection_info(c) for c in found if me.may_read(c.name)])
 
     async def delete(self, name: str, deadline: Deadline) -> api.CollectionDeleted:
         """Remove a collection and its data."""
+        require_write(name)
         collection, documents = await self.retrieval.delete_collection(name, timeout_s=deadline.check())
         await self._changed(name)
         return api.CollectionDeleted(name=name, collection=collection, documents=documents)
 
     async def delete_documents(self, name: str, req: api.DeleteRequest, deadline: Deadline) -> dict[str, int]:
         """Remove documents by id."""
+        require_write(name)
         out = {"requested": await self.retrieval.delete(name, req.ids, timeout_s=deadline.check())}
         await self._changed(name)
         for hook in self.on_delete:
@@ -84,11 +90,15 @@ class Catalog:
 
     # ---- jobs ----------------------------------------------------------------------------------
     async def submit(self, kind: str, name: str, payload: bytes, total: int, deadline: Deadline) -> api.Job:
-        """Queue a job of ``kind`` on collection ``name`` (404 now when it does not exist, 429 when full)."""
+        """Queue a job of ``kind`` on collection ``name`` (404 now when it does not exist, 429 when full).
+
+        The job belongs to the caller's key: another key reads or cancels it as one that does not exist.
+        """
+        require_write(name)
         await self.retrieval.get_collection(name, timeout_s=deadline.check())  # a missing collection is 404 now
         await self._changed(name)
         try:
-            return job_view(await self.jobs.submit(kind, name, payload, total=total))
+            return job_view(await self.jobs.submit(kind, name, payload, total=total, meta={"owner": owner()}))
         except (QueueFull, JobStoreUnavailable) as err:
             raise job_submit_error(err) from None
 
@@ -108,6 +118,7 @@ class Catalog:
         A revision no embedding instance serves, or a gate naming documents the collection does not
         hold, is a 400 now rather than a failed job.
         """
+        require_write(name)
         gate = gate_args(req.gate)
         async for _ in self.retrieval.reindex(name, req.batch_size, timeout_s=deadline.check(), validate_only=True,
                                               embedding_revision=req.embedding_revision, **gate):
@@ -119,6 +130,7 @@ class Catalog:
 
     async def rollback(self, name: str, deadline: Deadline) -> api.RollbackResponse:
         """Point a collection back at the version its last upgrade replaced (409 when there is none)."""
+        require_write(name)
         start = time.perf_counter()
         collection, removed = await self.retrieval.rollback(name, timeout_s=deadline.check())
         await self._changed(name)
@@ -136,11 +148,17 @@ class Catalog:
         return await self._job_call(job_id, self.jobs.cancel(job_id))
 
     async def _catalog_only(self, job_id: str) -> None:
-        """404 for a job of the store that is no collection's (a conversation's lists: read on their route)."""
+        """404 for a job that is no collection's, or another key's.
+
+        A conversation's lists are read on their own route; another key's job is answered as one that
+        does not exist.
+        """
         try:
             record = await self.jobs.get(job_id)
         except (JobNotFound, JobStoreUnavailable):
             return  # said by the call itself
+        if not owns(record.meta.get("owner")):
+            raise ApiError(404, "not_found", f"job {job_id!r} does not exist (or expired)")
         if record.kind not in CATALOG_KINDS:
             raise ApiError(404, "not_found", f"job {job_id!r} is not a collection's job (a conversation's lists are "
                                              "read at /v1/conversations/{id}/lists/{job_id})")

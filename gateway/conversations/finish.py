@@ -32,13 +32,14 @@ from prometheus_client import Counter
 
 from clients.errors import MeshClientError
 from clients.reasoning import ChatMessage, Delta, Done, Options, Timeouts, Usage
+from gateway.access.context import owner, owns
 from gateway.conversations import confirm
 from gateway.conversations import protocol as api
 from gateway.conversations.profile import Fields, Vocabulary, search_of
 from gateway.conversations.sessions import Conversations, unavailable
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error, job_submit_error
-from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.events import counted, error_event, sse, usage_of
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, open_structured
 from gateway.search.protocol import ExpandChoice, MmrChoice, SearchRequest, query_key
@@ -94,13 +95,15 @@ class Finish:
                     total_s: float, max_tokens: int) -> tuple[str | None, str | None, Usage | None]:
         """One call on the response route, asked once: (the field's text, why none, usage)."""
         field = next(iter(schema["properties"]))
+        call = None
         try:
             call = await open_structured(self.routes.get(self.route), [ChatMessage(r, t) for r, t in messages],
                                          schema, name, key=key, total_s=total_s, max_tokens=max_tokens)
             async for _ in call.deltas():
                 pass
         except StructuredFailed as err:
-            return None, LATE if err.reason.endswith("timeout") or err.reason == LATE else err.reason, None
+            return (None, LATE if err.reason.endswith("timeout") or err.reason == LATE else err.reason,
+                    call.usage if call is not None else None)  # an answer that broke the schema still cost tokens
         value = call.value.get(field) if isinstance(call.value, dict) else None
         if not isinstance(value, str) or not value.strip():
             return None, "empty", call.usage
@@ -212,20 +215,21 @@ class Finish:
             raise ApiError(409, "not_confirmed", "confirm the conversation first (POST /v1/conversations/{id}:confirm)")
         payload = json.dumps({"conversation": cid, **body.model_dump()}).encode()
         try:
-            record = await self.jobs.submit(KIND, cid, payload, total=4)
+            record = await self.jobs.submit(KIND, cid, payload, total=4, meta={"owner": owner()})
         except (QueueFull, JobStoreUnavailable) as err:
             raise job_submit_error(err) from None
         return job_view(record)
 
     async def lists_job(self, cid: str, job_id: str) -> api.ListsJob:
-        """A list job of this conversation (404 for another's or an unknown one)."""
+        """A list job of this conversation (404 for another's or an unknown one, or another key's conversation)."""
+        await self.conversations._load(cid)
         try:
             record = await self.jobs.get(job_id)
         except JobNotFound:
             record = None
         except JobStoreUnavailable as err:
             raise ApiError(503, "unavailable", str(err), retryable=True) from None
-        if record is None or record.kind != KIND or record.subject != cid:
+        if record is None or record.kind != KIND or record.subject != cid or not owns(record.meta.get("owner")):
             raise ApiError(404, "job_not_found", "no such list job for this conversation (it may have expired)")
         return job_view(record)
 
@@ -346,8 +350,10 @@ class Finish:
         request = confirm.profile_lines(profile)
         messages: list[tuple[confirm.Role, str]] = [
             ("system", REASON_SYSTEM), ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
-        text, why, _ = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s,
-                                        REASON_TOKENS)
+        text, why, usage = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s,
+                                            REASON_TOKENS)
+        if usage is not None:
+            counted(usage)  # charged to the key that started the list job (gateway/wiring.py for_owner)
         if text is not None:
             extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
             problems = confirm.unfaithful(text, profile, vocab, also=extra)

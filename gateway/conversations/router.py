@@ -64,10 +64,12 @@ async def conversation_turn_stream(conversation_id: str, body: api.TurnRequest, 
     `turn`: the same object as `/turns` returns (the profile and search never wait for the reply);
     `delta`: the reply as the response route writes it; `reply`: `{"text", "asked", "error", "ms"}` —
     `asked` is what code found missing (recipient, occasion, budget; the model only phrases it), `text`
-    null when the reply was late, failed or named a number or a name outside the profile. An error
-    before the turn is one `error` event.
+    null when the reply was late, failed or named a number or a name outside the profile. A conversation
+    that does not exist (or is another key's) is a 404 before the stream; another error before the turn
+    is one `error` event.
     """
     conversations = _conversations(request)
+    await conversations._load(conversation_id)
     seconds = conversations.tasks.get(TASK).spec.deadline_s + 30 + _finish(request).reply_timeout_s
     deadline = parse_timeout(request.headers.get(TIMEOUT_HEADER), int(seconds * 1000))
     return StreamingResponse(_finish(request).turn_events(conversation_id, body, deadline),

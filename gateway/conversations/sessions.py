@@ -23,6 +23,7 @@ import numpy as np
 from prometheus_client import Counter
 
 from clients.errors import MeshClientError
+from gateway.access.context import owner, require_read
 from gateway.conversations import protocol as api
 from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, nearest, search_of, to_relate
 from gateway.http.deadline import Deadline
@@ -90,12 +91,13 @@ class Conversations:
 
     async def start(self, body: api.StartConversation, deadline: Deadline) -> api.ConversationState:
         """A new conversation with an empty profile (404 for a collection that does not exist)."""
+        require_read(body.collection)
         try:
             await self.search.retrieval.get_collection(body.collection, timeout_s=deadline.check())
         except MeshClientError as err:
             raise from_client_error(err) from None
         cid = uuid.uuid4().hex
-        meta = body.model_dump()
+        meta = {**body.model_dump(), "owner": owner()}
         try:
             await self.store.hsetnx(self.key(cid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
         except StoreUnavailable as err:

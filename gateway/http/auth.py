@@ -1,68 +1,36 @@
-"""API keys at the gateway: ``X-API-Key`` or the stock ``Authorization: Bearer`` header.
+"""API keys at the gateway: ``X-API-Key`` or the stock ``Authorization: Bearer`` header, and each key's scopes.
 
 Keys come from the environment (``MESH_GATEWAY_API_KEYS``, comma-separated) or a file
-(``--api-keys-file``, one key per line), never from a command-line flag (readable in
-``/proc/<pid>/cmdline``). Only their SHA-256 digests are kept in memory, compared in constant time.
+(``--api-keys-file``: one key per line, or YAML/JSON with scopes per key, gateway/access/keys.py),
+never from a command-line flag (readable in ``/proc/<pid>/cmdline``). The middleware sets who the
+request acts for (gateway/access/context.py) and refuses a route the key's groups do not include
+(gateway/access/routes.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-from pathlib import Path
+from typing import Any
 
+from gateway.access.context import acting_as, require_read, require_write
+from gateway.access.keys import ALL_ACCESS, ANONYMOUS, NOBODY, ApiKeys, key_id
+from gateway.access.routes import ROUTES
 from gateway.http.errors import ApiError, error_response
+from gateway.http.telemetry import _flat, route_template
 
-ANONYMOUS = "anonymous"  # the caller's id when no keys are configured
-
-
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+__all__ = ["ANONYMOUS", "ApiKeys", "RequireApiKey", "key_id"]
 
 
-def key_id(key: str) -> str:
-    """A key's public id: ``k-`` and the first 12 hex digits of its SHA-256 (``printf %s "$KEY" | sha256sum``).
+def _path_name(routes: list[Any], scope: dict, template: str) -> str:
+    """The ``{name}`` path parameter of the route of ``template`` that ``scope`` matches ('' when none)."""
+    from starlette.routing import Match
 
-    What usage, quotas and metrics name; the key itself is never stored, logged or shown.
-    """
-    return "k-" + _digest(key).hex()[:12]
-
-
-class ApiKeys:
-    """The accepted keys, as digests; empty means authentication is off."""
-
-    def __init__(self, keys: list[str]) -> None:
-        self._digests = [_digest(k) for k in keys if k]
-
-    @classmethod
-    def load(cls, inline: str, file: Path | None) -> ApiKeys:
-        """Keys from the comma-separated setting and the file (blank lines and ``#`` comments skipped)."""
-        keys = [k.strip() for k in inline.split(",")]
-        if file is not None:
-            keys += [line.strip() for line in file.read_text().splitlines() if not line.strip().startswith("#")]
-        return cls([k for k in keys if k])
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any key is configured."""
-        return bool(self._digests)
-
-    def allows(self, headers) -> bool:
-        """Whether the request carries an accepted key (``X-API-Key`` or ``Authorization: Bearer``)."""
-        return self.identify(headers) is not None
-
-    def identify(self, headers) -> str | None:
-        """The id of the accepted key the request carries (:func:`key_id`), None when it carries none."""
-        given = headers.get("x-api-key")
-        if given is None:
-            scheme, _, token = (headers.get("authorization") or "").partition(" ")
-            given = token.strip() if scheme.lower() == "bearer" else None
-        if not given:
-            return None
-        digest = _digest(given)
-        if not any(hmac.compare_digest(digest, d) for d in self._digests):
-            return None
-        return "k-" + digest.hex()[:12]
+    for route in _flat(routes):
+        if getattr(route, "path", None) != template:
+            continue
+        match, child = route.matches(scope)
+        if match == Match.FULL:
+            return str(child.get("path_params", {}).get("name", ""))
+    return ""
 
 
 class RequireApiKey:
@@ -70,26 +38,45 @@ class RequireApiKey:
 
     ``/v1/`` routes always need a key when keys are configured; the operator paths (``/readyz``,
     ``/metrics``, ``/docs``, ``/openapi.json``) need one too with ``protect_ops``. ``/healthz`` never does
-    (a liveness probe carries no secret).
+    (a liveness probe carries no secret). A key whose groups do not include the route's is a 403; a
+    ``/v1/`` route with no access decision is a 403 for every key.
     """
 
     OPS = ("/readyz", "/metrics", "/docs", "/openapi.json")
 
-    def __init__(self, app, keys: ApiKeys, protect_ops: bool = False) -> None:
+    def __init__(self, app: Any, keys: ApiKeys, protect_ops: bool = False, routes: list[Any] | None = None) -> None:
         self.app = app
         self.keys = keys
         self.protect_ops = protect_ops
+        self.routes = routes or []
 
     def _guarded(self, path: str) -> bool:
         return path.startswith("/v1/") or (self.protect_ops and path.startswith(self.OPS))
 
     async def __call__(self, scope, receive, send):  # noqa: D102
         if scope["type"] != "http" or not self.keys.enabled or not self._guarded(scope.get("path", "")):
-            return await self.app(scope, receive, send)
+            with acting_as(ALL_ACCESS if not self.keys.enabled else NOBODY):
+                return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        kid = self.keys.identify(headers)
-        if kid is not None:
-            scope.setdefault("state", {})["key_id"] = kid  # request.state.key_id: usage and quotas name it
+        principal = self.keys.identify(headers)
+        if principal is None:
+            refused = ApiError(401, "unauthenticated", "missing or wrong API key (X-API-Key or Authorization: Bearer)")
+            return await error_response(refused)(scope, receive, send)
+        if scope.get("path", "").startswith("/v1/"):
+            template = route_template(self.routes, scope)
+            access = ROUTES.get((scope.get("method", ""), template))
+            if template != "unmatched" and (access is None or
+                                            (access.group != "any" and not principal.may_call(access.group))):
+                why = (f"this key's groups do not include {access.group!r}" if access is not None
+                       else "this route has no access decision")
+                return await error_response(ApiError(403, "permission_denied", why))(scope, receive, send)
+            if access is not None and access.owns.startswith("collection:") and "{name}" in template:
+                name = _path_name(self.routes, scope, template)  # checked before the body is read or validated
+                with acting_as(principal):
+                    try:
+                        (require_write if access.owns == "collection:write" else require_read)(name)
+                    except ApiError as refused:
+                        return await error_response(refused)(scope, receive, send)
+        scope.setdefault("state", {})["key_id"] = principal.id  # request.state.key_id: usage and quotas name it
+        with acting_as(principal):
             return await self.app(scope, receive, send)
-        refused = ApiError(401, "unauthenticated", "missing or wrong API key (X-API-Key or Authorization: Bearer)")
-        return await error_response(refused)(scope, receive, send)

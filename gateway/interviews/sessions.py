@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
+from gateway.access.context import owner
 from gateway.http.admission import Slots
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
@@ -320,7 +321,7 @@ class Interviews:
         """A new session and its first question."""
         sid = uuid.uuid4().hex
         meta = {"resume": body.resume, "posting": body.posting, "kind": body.kind, "questions": body.questions,
-                "model": body.model}
+                "model": body.model, "owner": owner()}
         s = Session(sid, meta)
         first = {**await self._write(s, False, deadline), "turn": 1, "main": 1, "follow_up": False,
                  "source": "generated"}

@@ -8,9 +8,11 @@ import re
 
 from clients.errors import MeshClientError
 from clients.ocr import AsyncOcrClient, Job, MaskedPage, Masking, Options, Page
+from gateway.access.context import owner, owns
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError, from_client_error
 from gateway.ocr import protocol as api
+from gateway.tasks.store import KeyValue, MemoryKeyValue, StoreUnavailable
 
 JOB_ID = re.compile(r"[0-9a-f]{32}")
 MAX_EXTRACT_BYTES = 10_000_000  # one upload read synchronously; larger documents are jobs
@@ -85,19 +87,45 @@ def _uploads_named(err: MeshClientError, name: str = "documents") -> ApiError:
 
 
 class Ocr:
-    """Submit and poll OCR jobs (their state lives in Redis behind the OCR service)."""
+    """Submit and poll OCR jobs (their state lives in Redis behind the OCR service).
 
-    def __init__(self, client: AsyncOcrClient) -> None:
+    Each job's owner (the submitting key's id) is recorded in the gateway's sessions store, ``owner:ocr:<id>``,
+    for as long as the service keeps jobs: another key polls it as a job that does not exist.
+    """
+
+    def __init__(self, client: AsyncOcrClient, owners: KeyValue | None = None, ttl_s: int = 7 * 86400) -> None:
         self.client = client
+        self.owners = owners if owners is not None else MemoryKeyValue()
+        self.ttl_s = ttl_s
+
+    async def _record(self, job_id: str) -> None:
+        try:
+            await self.owners.set(f"owner:ocr:{job_id}", owner(), self.ttl_s)
+        except StoreUnavailable as err:
+            raise ApiError(503, "unavailable", f"the job was queued but its owner not recorded ({err}); submit "
+                           "again", retryable=True) from None
+
+    async def _mine(self, job_id: str) -> None:
+        """404 for an id the gateway did not make or a job another key submitted."""
+        if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
+            raise ApiError(404, "not_found", "no such job (job ids are 32 hexadecimal characters)")
+        try:
+            recorded = await self.owners.get(f"owner:ocr:{job_id}")
+        except StoreUnavailable as err:
+            raise ApiError(503, "unavailable", str(err), retryable=True) from None
+        if not owns(recorded):
+            raise ApiError(404, "not_found", f"no such job {job_id!r} (or it expired)")
 
     async def submit(self, body: api.OcrJobRequest, deadline: Deadline) -> api.OcrJob:
         """Decode the uploads (400 naming the bad one), then queue the job."""
         contents = _decode(body.documents)
         options = Options(languages=body.languages or "", fallback=body.vlm_fallback, deskew=body.deskew)
         try:
-            return job_view(await self.client.submit_job(contents, options, timeout_s=deadline.check()))
+            out = job_view(await self.client.submit_job(contents, options, timeout_s=deadline.check()))
         except MeshClientError as err:
             raise _uploads_named(err) from None
+        await self._record(out.id)
+        return out
 
     async def extract(self, body: api.OcrExtractRequest, deadline: Deadline) -> api.OcrResult:
         """Read one image or a short PDF now (400 naming the upload when it cannot be read)."""
@@ -123,14 +151,16 @@ class Ocr:
                           threshold=body.threshold, masked_png=body.masked_png, pictures=body.pictures)
         options = Options(languages=body.languages or "", fallback=False, deskew=body.deskew)
         try:
-            return masking_view(await self.client.submit_masking_job(contents, masking, options,
-                                                                     timeout_s=deadline.check()))
+            out = masking_view(await self.client.submit_masking_job(contents, masking, options,
+                                                                    timeout_s=deadline.check()))
         except MeshClientError as err:
             raise _uploads_named(err) from None
+        await self._record(out.id)
+        return out
 
     async def masking_job(self, job_id: str, deadline: Deadline) -> api.MaskingJob:
         """A masking job's state, with its findings once it succeeded."""
-        self._known(job_id)
+        await self._mine(job_id)
         try:
             job = await self.client.get_job(job_id, timeout_s=deadline.check())
             pages = await self.client.get_masking_result(job_id, timeout_s=deadline.check()) \
@@ -141,21 +171,15 @@ class Ocr:
 
     async def masked_png(self, job_id: str, index: int, deadline: Deadline) -> bytes:
         """One masked page as PNG."""
-        self._known(job_id)
+        await self._mine(job_id)
         try:
             return await self.client.get_masked_page(job_id, index, timeout_s=deadline.check())
         except MeshClientError as err:
             raise from_client_error(err) from None
 
-    @staticmethod
-    def _known(job_id: str) -> None:
-        if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
-            raise ApiError(404, "not_found", "no such job (job ids are 32 hexadecimal characters)")
-
     async def job(self, job_id: str, deadline: Deadline) -> api.OcrJob:
         """A job's state, with its result once it succeeded."""
-        if not JOB_ID.fullmatch(job_id):  # ids are ours (uuid4 hex): anything else never reaches the service
-            raise ApiError(404, "not_found", "no such OCR job (job ids are 32 hexadecimal characters)")
+        await self._mine(job_id)
         job = await self.client.get_job(job_id, timeout_s=deadline.check())
         done = job.state == "succeeded"
         return job_view(job, await self.client.get_job_result(job_id, timeout_s=deadline.check()) if done else None)

@@ -14,9 +14,14 @@ from gateway.usage.accounting import record
 
 
 def usage_of(u: Usage) -> api.LlmUsage:
-    """Usage -> REST (and its figures into the request's access line and span)."""
+    """Usage -> REST (and its figures into the request's access line and span), counted for the caller."""
     note(ttft_ms=round(u.ttft_ns / 1e6, 2), tokens_in=u.prompt_tokens, tokens_out=u.completion_tokens,
          llm_backend=u.backend, llm_instance=u.instance, tokens_estimated=u.estimated)
+    return counted(u)
+
+
+def counted(u: Usage) -> api.LlmUsage:
+    """Usage -> REST, counted for the caller (a call the response does not show: a rewrite, derived queries)."""
     out = api.LlmUsage(llm_calls=u.llm_calls, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                        ttft_ms=round(u.ttft_ns / 1e6, 2), total_ms=round(u.total_ns / 1e6, 2),
                        tokens_per_second=round(u.tokens_per_second, 2), cost_usd=u.cost_usd, backend=u.backend,

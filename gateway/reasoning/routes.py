@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from prometheus_client import Counter
 
 from clients.reasoning import AsyncReasoningClient
+from gateway.access.context import caller
 from gateway.config import GatewaySettings
 from gateway.http.errors import ApiError
 from gateway.reasoning.pool import ReasoningPool
@@ -43,16 +44,18 @@ class ModelRoutes:
                        for name, spec in settings.route_specs().items()}
 
     def names(self) -> list[str]:
-        """Route names, the default first."""
-        return [self.default, *sorted(n for n in self.routes if n != self.default)]
+        """Route names the caller may use, the default first."""
+        me = caller()
+        return [n for n in [self.default, *sorted(n for n in self.routes if n != self.default)] if me.may_use(n)]
 
     def get(self, name: str | None) -> ModelRoute:
         """The route ``name`` (None or empty: the default); 404 ``model_not_found`` for an unknown one."""
         route = self.routes.get(name or self.default)
-        if route is None:
+        if route is None or not caller().may_use(route.name):  # a route the key may not use: as if unknown
             raise ApiError(404, "model_not_found", f"model {name!r} is not a model route; GET /v1/models lists them")
         return route
 
     def escalation(self, route: ModelRoute) -> ModelRoute | None:
         """The route asked once when code refuses ``route``'s output (None: it names none)."""
-        return self.routes.get(route.escalate) if route.escalate else None
+        up = self.routes.get(route.escalate) if route.escalate else None
+        return up if up is not None and caller().may_use(up.name) else None

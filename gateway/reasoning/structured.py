@@ -15,6 +15,7 @@ from typing import Any
 
 from clients.errors import MeshClientError
 from clients.reasoning import ChatMessage, CompletionEvent, Delta, Done, Options, ResponseFormat, Timeouts, Usage
+from gateway.reasoning.events import counted
 from gateway.reasoning.pool import PooledStream
 from gateway.reasoning.routes import ModelRoute
 
@@ -86,9 +87,17 @@ async def open_structured(route: ModelRoute, messages: Sequence[ChatMessage], sc
 
 async def structured(route: ModelRoute, messages: Sequence[ChatMessage], schema: dict, name: str, *,
                      key: str, total_s: float, max_tokens: int) -> tuple[Any, Usage | None]:
-    """The parsed object of one schema-constrained call, and its usage; :class:`StructuredFailed` when none."""
+    """The parsed object of one schema-constrained call, and its usage; :class:`StructuredFailed` when none.
+
+    The call's usage is counted for the caller here, whether the object parsed or not (a caller that
+    shows it in its response does not count it again).
+    """
     call = await open_structured(route, messages, schema, name, key=key, total_s=total_s, max_tokens=max_tokens,
                                  buffered=True)
-    async for _ in call.deltas():
-        pass
+    try:
+        async for _ in call.deltas():
+            pass
+    finally:
+        if call.usage is not None:
+            counted(call.usage)
     return call.value, call.usage

@@ -19,6 +19,7 @@ from gateway.http.errors import ApiError, FieldError
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, structured
 from gateway.search import protocol as api
+from gateway.usage.accounting import admit_llm
 
 EXPANSIONS = Counter("mesh_gateway_query_expansions", "derived-query requests by outcome", ["outcome"])
 for _outcome in ("ok", "failed"):
@@ -54,6 +55,7 @@ class QueryExpander:
         """Up to ``choice.n - 1`` new queries (distinct from the query and each other) and what happened."""
         start = time.perf_counter()
         route = self.routes.get(choice.model or self.route)  # an unknown route is a 404, as on every LLM route
+        await admit_llm()  # the caller's quota, before the LLM (429 when used up); its tokens are counted to it
         want = choice.n - 1
         messages = [ChatMessage("system", SYSTEM),
                     ChatMessage("user", f"검색 요청: {query}\n같은 것을 찾는 다른 표현의 검색 질의 {want}개를 주세요.")]

@@ -12,6 +12,7 @@ from prometheus_client import Counter
 from clients.errors import MeshClientError
 from clients.retrieval import AsyncRetrievalClient, QueryVector, SearchResult
 from clients.retrieval import Hit as RetrievedHit
+from gateway.access.context import require_read
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError
 from gateway.http.telemetry import note
@@ -41,7 +42,11 @@ class Search:
         self.revisions = CollectionRevisions(retrieval)
 
     async def _source(self, collection: str, deadline: Deadline) -> QueryVectors | None:
-        """The embedding instance serving the revision ``collection`` holds (None: retrieval embeds the query)."""
+        """The embedding instance serving the revision ``collection`` holds (None: retrieval embeds the query).
+
+        Every search and query vector passes here: 404 first when the caller's key may not read ``collection``.
+        """
+        require_read(collection)
         wanted = await self.revisions.get(collection, deadline)
         return await self.sources.serving(wanted, deadline) if wanted else self.vectors
 
@@ -55,6 +60,7 @@ class Search:
 
     async def search(self, req: api.SearchRequest, deadline: Deadline) -> api.SearchResponse:
         """Run one search within ``deadline``: one query, or several merged (given, or derived by ``expand``)."""
+        require_read(req.collection)
         start = time.perf_counter()
         texts = req.texts()
         derived: list[str] = []

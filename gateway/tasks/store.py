@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 
+from gateway.access.context import owns
+
 
 class StoreUnavailable(Exception):
     """The store did not answer (Redis down or slow)."""
@@ -64,13 +66,19 @@ class KeyValue(ABC):
 
 
 async def session_hash(store: KeyValue, key: str, sid: str) -> dict[str, str]:
-    """The hash of a session whose id the gateway made (32 hex digits); {} for any other id (never looked up).
+    """The hash of a session whose id the gateway made (32 hex digits), if the caller owns it.
+
+    {} for any other id (never looked up) and for another key's session (its meta's ``owner``,
+    gateway/access/context.py).
 
     StoreUnavailable when the store does not answer.
     """
     if len(sid) != 32 or any(c not in "0123456789abcdef" for c in sid):
         return {}
-    return await store.hgetall(key)
+    fields = await store.hgetall(key)
+    if "meta" in fields and not owns(json.loads(fields["meta"]).get("owner")):
+        return {}  # another key's session: answered as one that does not exist
+    return fields
 
 
 def numbered(fields: dict[str, str], prefix: str = "t:") -> dict[int, dict]:

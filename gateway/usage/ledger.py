@@ -1,13 +1,17 @@
-"""Usage per caller and quota state: hourly counters and per-period reservations, in Redis or in process.
+"""Usage per caller and quota state: hourly counters per key and per-period leases, in Redis or in process.
 
-Counters: one hash per UTC hour, ``usage:<YYYYMMDDHH>``, fields of key, route, model and metric joined by
-:data:`SEP` (requests, prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd), kept ``RETENTION_S`` (90
-days). Quotas: one hash per key and period, ``quota:<key>:<d|m>:<period>`` with ``used`` and ``reserved``
-tokens (and ``cost_micro`` used), expiring after the period. A request is admitted by one Lua script
-(Redis runs it atomically, so gateway instances never race): it is refused when a period's ``used +
-reserved`` has reached the limit, else it reserves an estimate in every period; when it ends, the
-reservation is released and the real tokens added. So concurrent callers overshoot a quota by at
-most what their last admitted requests used beyond their estimates.
+Counters: one hash per key and UTC hour, ``usage:<key>:<YYYYMMDDHH>``, fields of route, model and metric
+joined by :data:`SEP` (requests, prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd), kept
+``RETENTION_S`` (90 days): a caller's report reads its own hashes only, whatever the number of tenants.
+
+Quotas: one hash per key and period, ``quota:<key>:<d|m>:<period>`` with ``used`` tokens and ``cost_micro``,
+and a sorted set beside it, ``…:held``, of the reservations in flight (member ``<lease id>:<tokens>``, score
+the moment the lease ends). A request is admitted by one Lua script (Redis runs it atomically, so gateway
+instances never race): the leases that ended are dropped, then it is refused when a period's ``used +
+held`` has reached the limit, else it holds an estimate in every period under a lease of ``lease_s``; when
+it ends, its lease is removed and the real tokens added. A gateway killed mid-request leaves its leases to
+end by themselves (``--quota-lease-s``), not for the rest of the period; a request that outlives its lease
+is still settled in full, it only stops holding room for itself. Every write sets the period's expiry.
 """
 
 from __future__ import annotations
@@ -32,30 +36,48 @@ class Period:
     ttl_s: int
 
 
+# KEYS: per period its hash and its held set. ARGV: estimate, lease member, now_ms, lease end ms, then per
+# period (tokens, cost_micro, ttl_s).
 RESERVE = """
 local est = tonumber(ARGV[1])
-for i, key in ipairs(KEYS) do
-  local tokens = tonumber(ARGV[2 * i])
-  local cost = tonumber(ARGV[2 * i + 1])
+local now = tonumber(ARGV[3])
+local n = #KEYS / 2
+for i = 1, n do
+  local key, held_key = KEYS[2 * i - 1], KEYS[2 * i]
+  local tokens = tonumber(ARGV[2 + 3 * i])
+  local cost = tonumber(ARGV[3 + 3 * i])
+  redis.call('ZREMRANGEBYSCORE', held_key, '-inf', now)
+  local held = 0
+  for _, m in ipairs(redis.call('ZRANGE', held_key, 0, -1)) do
+    held = held + tonumber(string.match(m, ':(%d+)$') or '0')
+  end
   local used = tonumber(redis.call('HGET', key, 'used') or '0')
-  local reserved = tonumber(redis.call('HGET', key, 'reserved') or '0')
   local spent = tonumber(redis.call('HGET', key, 'cost_micro') or '0')
-  if (tokens > 0 and used + reserved >= tokens) or (cost > 0 and spent >= cost) then
+  if (tokens > 0 and used + held >= tokens) or (cost > 0 and spent >= cost) then
     return i
   end
 end
-for i, key in ipairs(KEYS) do
-  redis.call('HINCRBY', key, 'reserved', est)
-  redis.call('EXPIRE', key, tonumber(ARGV[2 * #KEYS + 1 + i]))
+for i = 1, n do
+  local key, held_key = KEYS[2 * i - 1], KEYS[2 * i]
+  local ttl = tonumber(ARGV[4 + 3 * i])
+  redis.call('ZADD', held_key, tonumber(ARGV[4]), ARGV[2] .. ':' .. est)
+  redis.call('EXPIRE', held_key, ttl)
+  redis.call('HSETNX', key, 'used', 0)
+  redis.call('EXPIRE', key, ttl)
 end
 return 0
 """
+# KEYS: per period its hash and its held set. ARGV: lease member ('' none), tokens, cost_micro, then per
+# period ttl_s.
 SETTLE = """
-local est = tonumber(ARGV[1])
-for i, key in ipairs(KEYS) do
-  redis.call('HINCRBY', key, 'reserved', -est)
+for i = 1, #KEYS / 2 do
+  local key, held_key = KEYS[2 * i - 1], KEYS[2 * i]
+  if ARGV[1] ~= '' then
+    redis.call('ZREM', held_key, ARGV[1])
+  end
   redis.call('HINCRBY', key, 'used', tonumber(ARGV[2]))
   redis.call('HINCRBY', key, 'cost_micro', tonumber(ARGV[3]))
+  redis.call('EXPIRE', key, tonumber(ARGV[3 + i]))
 end
 return 0
 """
@@ -66,28 +88,35 @@ def hour_of(unix_s: float) -> str:
     return time.strftime("%Y%m%d%H", time.gmtime(unix_s))
 
 
+def _keys(periods: list[Period]) -> list[str]:
+    return [k for p in periods for k in (p.key, f"{p.key}:held")]
+
+
 class Ledger(ABC):
     """Usage counters and quota reservations."""
 
     @abstractmethod
-    async def add(self, hour: str, counts: dict[str, float]) -> None:
-        """Add to an hour's counters (fields as :data:`SEP`-joined key, route, model, metric)."""
+    async def add(self, key: str, hour: str, counts: dict[str, float]) -> None:
+        """Add to a key's hour counters (fields as :data:`SEP`-joined route, model, metric)."""
 
     @abstractmethod
-    async def hours(self, hours: list[str]) -> dict[str, dict[str, float]]:
-        """The counters of each hour that has any."""
+    async def hours(self, key: str, hours: list[str]) -> dict[str, dict[str, float]]:
+        """A key's counters of each hour that has any."""
 
     @abstractmethod
-    async def reserve(self, periods: list[Period], estimate: int) -> int:
-        """0 when admitted (``estimate`` reserved in every period), else the 1-based index of the full period."""
+    async def reserve(self, periods: list[Period], estimate: int, lease: str, lease_s: float) -> int:
+        """0 when admitted, else the 1-based index of the full period.
+
+        Admitted: ``estimate`` is held in every period under ``lease`` for ``lease_s``.
+        """
 
     @abstractmethod
-    async def settle(self, periods: list[Period], estimate: int, tokens: int, cost_micro: int) -> None:
-        """Release a reservation and add what the request used."""
+    async def settle(self, periods: list[Period], lease: str, estimate: int, tokens: int, cost_micro: int) -> None:
+        """End a lease (``lease`` '' for none: work counted after its request) and add what was used."""
 
     @abstractmethod
     async def period(self, key: str) -> dict[str, int]:
-        """A period's ``used``, ``reserved`` and ``cost_micro``."""
+        """A period's ``used``, ``reserved`` (held by live leases) and ``cost_micro``."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
@@ -96,36 +125,48 @@ class Ledger(ABC):
 class MemoryLedger(Ledger):
     """In this process (no Redis): the same rules, atomic because nothing awaits inside an update."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock=time.time) -> None:
         self._hours: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._periods: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._held: dict[str, dict[str, tuple[int, float]]] = defaultdict(dict)  # period -> lease -> (tokens, ends)
+        self.clock = clock
 
-    async def add(self, hour: str, counts: dict[str, float]) -> None:  # noqa: D102
+    async def add(self, key: str, hour: str, counts: dict[str, float]) -> None:  # noqa: D102
         for name, value in counts.items():
-            self._hours[hour][name] += value
+            self._hours[f"{key}:{hour}"][name] += value
 
-    async def hours(self, hours: list[str]) -> dict[str, dict[str, float]]:  # noqa: D102
-        return {h: dict(self._hours[h]) for h in hours if h in self._hours}
+    async def hours(self, key: str, hours: list[str]) -> dict[str, dict[str, float]]:  # noqa: D102
+        return {h: dict(self._hours[f"{key}:{h}"]) for h in hours if f"{key}:{h}" in self._hours}
 
-    async def reserve(self, periods: list[Period], estimate: int) -> int:  # noqa: D102
+    def _live(self, period: str) -> int:
+        now = self.clock()
+        held = self._held[period]
+        for lease in [k for k, (_, ends) in held.items() if ends <= now]:
+            del held[lease]
+        return sum(t for t, _ in held.values())
+
+    async def reserve(self, periods: list[Period], estimate: int, lease: str, lease_s: float) -> int:  # noqa: D102
         for i, p in enumerate(periods, 1):
             state = self._periods[p.key]
-            if (p.tokens and state["used"] + state["reserved"] >= p.tokens) or \
+            if (p.tokens and state["used"] + self._live(p.key) >= p.tokens) or \
                     (p.cost_micro and state["cost_micro"] >= p.cost_micro):
                 return i
         for p in periods:
-            self._periods[p.key]["reserved"] += estimate
+            self._held[p.key][lease] = (estimate, self.clock() + lease_s)
         return 0
 
-    async def settle(self, periods: list[Period], estimate: int, tokens: int, cost_micro: int) -> None:  # noqa: D102
+    async def settle(self, periods: list[Period], lease: str, estimate: int, tokens: int,  # noqa: D102
+                     cost_micro: int) -> None:
         for p in periods:
+            self._held[p.key].pop(lease, None)
             state = self._periods[p.key]
-            state["reserved"] -= estimate
             state["used"] += tokens
             state["cost_micro"] += cost_micro
 
     async def period(self, key: str) -> dict[str, int]:  # noqa: D102
-        return dict(self._periods.get(key, {}))
+        out = dict(self._periods.get(key, {}))
+        out["reserved"] = self._live(key)
+        return out
 
 
 class RedisLedger(Ledger):
@@ -138,36 +179,45 @@ class RedisLedger(Ledger):
         self._reserve = self._redis.register_script(RESERVE)
         self._settle = self._redis.register_script(SETTLE)
 
-    async def add(self, hour: str, counts: dict[str, float]) -> None:  # noqa: D102
+    async def add(self, key: str, hour: str, counts: dict[str, float]) -> None:  # noqa: D102
+        name = f"usage:{key}:{hour}"
         async with self._redis.pipeline(transaction=False) as pipe:
-            for name, value in counts.items():
-                if name.endswith(SEP + "cost_usd"):
-                    pipe.hincrbyfloat(f"usage:{hour}", name, value)
+            for field, value in counts.items():
+                if field.endswith(SEP + "cost_usd"):
+                    pipe.hincrbyfloat(name, field, value)
                 else:
-                    pipe.hincrby(f"usage:{hour}", name, int(value))
-            pipe.expire(f"usage:{hour}", RETENTION_S)
+                    pipe.hincrby(name, field, int(value))
+            pipe.expire(name, RETENTION_S)
             await pipe.execute()
 
-    async def hours(self, hours: list[str]) -> dict[str, dict[str, float]]:  # noqa: D102
+    async def hours(self, key: str, hours: list[str]) -> dict[str, dict[str, float]]:  # noqa: D102
         async with self._redis.pipeline(transaction=False) as pipe:
             for h in hours:
-                pipe.hgetall(f"usage:{h}")
+                pipe.hgetall(f"usage:{key}:{h}")
             found = await pipe.execute()
         return {h: {k.decode(): float(v) for k, v in got.items()} for h, got in zip(hours, found, strict=True) if got}
 
-    async def reserve(self, periods: list[Period], estimate: int) -> int:  # noqa: D102
-        args: list[int] = [estimate]
+    async def reserve(self, periods: list[Period], estimate: int, lease: str, lease_s: float) -> int:  # noqa: D102
+        now_ms = int(time.time() * 1000)
+        args: list[int | str] = [estimate, lease, now_ms, now_ms + int(lease_s * 1000)]
         for p in periods:
-            args += [p.tokens, p.cost_micro]
-        args += [p.ttl_s for p in periods]
-        return int(await self._reserve(keys=[p.key for p in periods], args=args))
+            args += [p.tokens, p.cost_micro, p.ttl_s]
+        return int(await self._reserve(keys=_keys(periods), args=args))
 
-    async def settle(self, periods: list[Period], estimate: int, tokens: int, cost_micro: int) -> None:  # noqa: D102
-        await self._settle(keys=[p.key for p in periods], args=[estimate, tokens, cost_micro])
+    async def settle(self, periods: list[Period], lease: str, estimate: int, tokens: int,  # noqa: D102
+                     cost_micro: int) -> None:
+        member = f"{lease}:{estimate}" if lease else ""
+        await self._settle(keys=_keys(periods), args=[member, tokens, cost_micro,
+                                                                *[p.ttl_s for p in periods]])
 
     async def period(self, key: str) -> dict[str, int]:  # noqa: D102
-        got = await self._redis.hgetall(key)
-        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in got.items()}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(key)
+            pipe.zrangebyscore(f"{key}:held", int(time.time() * 1000), "+inf")
+            got, held = await pipe.execute()
+        out = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in got.items()}
+        out["reserved"] = sum(int((m.decode() if isinstance(m, bytes) else m).rsplit(":", 1)[1]) for m in held)
+        return out
 
     async def close(self) -> None:  # noqa: D102
         await self._redis.aclose()

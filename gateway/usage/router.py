@@ -15,7 +15,7 @@ from gateway.usage.ledger import METRICS, RETENTION_S, SEP, hour_of
 
 router = APIRouter(tags=["usage"])
 ERRORS = documented(400, 401, 404, 503, 504)
-GROUPS = {"key": 0, "route": 1, "model": 2}
+GROUPS = {"route": 0, "model": 1}
 
 
 class UsageRow(BaseModel):
@@ -61,9 +61,9 @@ async def usage(request: Request, start: str | None = Query(None, alias="from", 
                 group_by: str = Query("route", pattern="^(key|route|model)$")) -> UsageReport:
     """LLM usage (requests, tokens, cached prompt tokens, cost) per key, route or model, counted per UTC hour.
 
-    The figures are the sums of the `usage` objects the responses returned. With API keys configured,
-    a caller sees its own key's usage only (operators read every key from Prometheus:
-    `mesh_gateway_llm_tokens_total`); kept 90 days.
+    The figures are the sums of the `usage` objects the responses returned, and of the jobs the key
+    started (route `job:<kind>`). A caller sees its own key's usage only, read from its own counters
+    (operators read every key from Prometheus: `mesh_gateway_llm_tokens_total`); kept 90 days.
     """
     now = time.time()
     t0, t1 = _moment(start, "from", now - 86400), _moment(end, "to", now)
@@ -73,9 +73,9 @@ async def usage(request: Request, start: str | None = Query(None, alias="from", 
     first = calendar.timegm(time.strptime(hour_of(t0), "%Y%m%d%H"))
     hours = [hour_of(first + 3600 * i) for i in range(int((t1 - first) // 3600) + 1) if first + 3600 * i < t1]
     keys = request.app.state.settings.api_keys.get_secret_value() or request.app.state.settings.api_keys_file
-    own = (getattr(request.state, "key_id", None) or ANONYMOUS) if keys else None
+    own = getattr(request.state, "key_id", None) or ANONYMOUS
     try:
-        counted = await request.app.state.mesh.ledger.hours(hours)
+        counted = await request.app.state.mesh.ledger.hours(own, hours)  # this key's hashes only
     except Exception as err:  # noqa: BLE001 - the store's own errors
         raise ApiError(503, "unavailable", f"the usage store did not answer ({type(err).__name__})",
                        retryable=True) from None
@@ -83,10 +83,10 @@ async def usage(request: Request, start: str | None = Query(None, alias="from", 
     for fields in counted.values():
         for name, value in fields.items():
             parts = name.split(SEP)
-            if len(parts) != 4 or (own is not None and parts[0] != own):
+            if len(parts) != 3:
                 continue
-            group = parts[GROUPS[group_by]]
-            sums.setdefault(group, dict.fromkeys(METRICS, 0.0))[parts[3]] += value
+            group = own if group_by == "key" else parts[GROUPS[group_by]]
+            sums.setdefault(group, dict.fromkeys(METRICS, 0.0))[parts[2]] += value
 
     def row(group: str, v: dict[str, float]) -> UsageRow:
         return UsageRow(group=group, requests=int(v["requests"]), prompt_tokens=int(v["prompt_tokens"]),
@@ -95,6 +95,7 @@ async def usage(request: Request, start: str | None = Query(None, alias="from", 
 
     total = {m: sum(v[m] for v in sums.values()) for m in METRICS}
     return UsageReport(start=datetime.fromtimestamp(first, UTC).isoformat(),
-                       end=datetime.fromtimestamp(t1, UTC).isoformat(), group_by=group_by, key=own,
+                       end=datetime.fromtimestamp(t1, UTC).isoformat(), group_by=group_by,
+                       key=own if keys else None,
                        rows=[row(g, v) for g, v in sorted(sums.items(), key=lambda kv: -kv[1]["prompt_tokens"])],
                        total=row("total", total))

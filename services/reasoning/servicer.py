@@ -124,14 +124,15 @@ class ReasoningServicer:
                         except (ValueError, RecursionError, jsonschema.ValidationError) as err:
                             yield response_cls(error=pb.StreamError(
                                 kind=pb.ERROR_KIND_SCHEMA_VIOLATION, message=str(err).splitlines()[0][:300],
-                                completion_tokens=event.usage.completion_tokens))
+                                completion_tokens=event.usage.completion_tokens, usage=self.usage(event.usage)))
                             return
                     yield response_cls(done=pb.Done(finish_reason=FINISH.get(event.finish_reason,
                                                                              pb.FINISH_REASON_STOP),
                                                     usage=self.usage(event.usage)))
                 elif isinstance(event, Failed):
                     yield response_cls(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
-                                                            completion_tokens=event.completion_tokens))
+                                                            completion_tokens=event.completion_tokens,
+                                                            usage=self.usage(event.usage)))
         finally:
             self.inflight -= 1
 
@@ -274,7 +275,8 @@ class ReasoningServicer:
                                                            usage=self.usage(event.usage)))
                 else:
                     yield pb.CompleteResponse(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
-                                                                   completion_tokens=event.completion_tokens))
+                                                                   completion_tokens=event.completion_tokens,
+                                                            usage=self.usage(event.usage)))
         finally:
             self.inflight -= 1
 
@@ -320,6 +322,7 @@ class ReasoningServicer:
                         usage=self.usage(event.usage), version=task.spec.version))
                 else:
                     yield pb.RunTaskResponse(error=pb.StreamError(kind=KINDS[event.kind], message=event.message,
-                                                                  completion_tokens=event.completion_tokens))
+                                                                  completion_tokens=event.completion_tokens,
+                                                            usage=self.usage(event.usage)))
         finally:
             self.inflight -= 1

@@ -84,9 +84,10 @@ async def assistant(embedding_service, retrieval_port, backend, tmp_path_factory
               "properties": {"role": {"type": "string", "minLength": 1}, "location": {"type": "string"}}}
     tools = tmp_path_factory.mktemp("tools") / "tools.json"
     tools.write_text(json.dumps({"allowed_hosts": ["127.0.0.1"], "tools": [
-        {"name": "job_postings", "description": "채용 공고 검색", "parameters": schema, "url": f"{backend}/ok"},
+        {"name": "job_postings", "description": "채용 공고 검색", "parameters": schema, "url": f"{backend}/ok",
+         "secret": "assistant-tests-secret"},
         {"name": "slow_postings", "description": "느린 채용 공고 검색", "parameters": schema,
-         "url": f"{backend}/slow", "timeout_s": 0.5}]}), encoding="utf-8")
+         "url": f"{backend}/slow", "timeout_s": 0.5, "secret": "assistant-tests-secret"}]}), encoding="utf-8")
     standin = ChatStandIn(reply)
     try:
         async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as svc:
@@ -146,7 +147,8 @@ async def test_a_backend_tool_is_called_with_the_caller_then_served_from_its_cac
     first = await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
     assert [e for e, _ in first][:2] == ["tool_call", "tool_result"] and first[-1][0] == "done"
     result = first[1][1]
-    assert result["name"] == "job_postings" and not result["cached"] and '"caller":"user-7"' in result["summary"]
+    assert result["name"] == "job_postings" and not result["cached"]
+    assert '"caller":"anonymous:user-7"' in result["summary"]  # the key's id (keys off: anonymous), then the caller
     # The reply after the tool saw the tool's result in its prompt, and could have called another tool.
     assert '"role":"백엔드"' in standin.requests[-1]["messages"][-1]["content"]
     assert "".join(d["text"] for e, d in first if e == "delta") == "판교에서 백엔드 공고 1건을 찾았어요."

@@ -70,3 +70,39 @@ def test_a_broken_quotas_file_is_one_line_naming_it(tmp_path):
     assert "\n" not in str(err.value)
     bad.write_text("keys: {k-1: {tokens_per_day: 100}}\n", encoding="utf-8")
     assert Quotas(bad).of("k-1").tokens_per_day == 100 and not Quotas(bad).of("k-2").any
+
+
+def test_a_scoped_keys_file_gives_each_key_its_id_groups_collections_and_models(tmp_path):
+    import hashlib
+
+    from gateway.access.keys import KeyFileError, key_id
+
+    file = tmp_path / "keys.yaml"
+    file.write_text(f"""keys:
+  - sha256: {hashlib.sha256(b"books-key-000001").hexdigest()}
+    id: books
+    groups: [search, llm]
+    collections: {{read: [books, "shared-*"], write: ["books-*"]}}
+    models: [local]
+  - key: admin-key-000002
+""", encoding="utf-8")
+    keys = ApiKeys.load("", file)
+    books = keys.identify({"x-api-key": "books-key-000001"})
+    assert books is not None and books.id == "books"
+    assert books.may_call("search") and not books.may_call("admin") and not books.may_call("files")
+    assert books.may_read("books") and books.may_read("shared-faq") and books.may_read("books-v2")  # write: read too
+    assert not books.may_read("gifts") and not books.may_write("books") and books.may_write("books-v2")
+    assert books.may_use("local") and not books.may_use("big")
+    admin = keys.identify({"authorization": "Bearer admin-key-000002"})
+    assert admin is not None and admin.id == key_id("admin-key-000002")
+    assert admin.may_call("admin") and admin.may_write("anything") and admin.may_use("big")  # no limits: all
+    assert keys.by_id("books") == books and keys.by_id("nobody") is None
+    assert "books-key-000001" not in repr(vars(keys)) and "admin-key-000002" not in repr(vars(keys))
+    for bad, why in [("keys:\n  - id: x\n", "exactly one of key or sha256"),
+                     ("keys:\n  - key: short\n", "at least 8"),
+                     ("keys:\n  - {key: abcdefgh1, groups: [everything]}\n", "keys.0.groups.0"),
+                     ("keys:\n  - {key: abcdefgh1, id: a}\n  - {key: abcdefgh2, id: a}\n", "share one id")]:
+        file.write_text(bad, encoding="utf-8")
+        with pytest.raises(KeyFileError, match=r"^keys.yaml: ") as err:
+            ApiKeys.load("", file)
+        assert why in str(err.value), (bad, str(err.value))

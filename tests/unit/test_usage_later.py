@@ -54,15 +54,15 @@ async def test_usage_of_work_left_behind_is_counted_for_the_caller_when_it_ends(
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=wrapped), base_url="http://t") as http:
         assert (await http.post("/v1/chat/completions")).status_code == 200
     hour = hour_of(time.time())
-    name = SEP.join((ANONYMOUS, "/v1/chat/completions", "m", "{}"))
-    counted = (await ledger.hours([hour]))[hour]
+    name = SEP.join(("/v1/chat/completions", "m", "{}"))
+    counted = (await ledger.hours(ANONYMOUS, [hour]))[hour]
     assert counted[name.format("prompt_tokens")] == 10 and counted[name.format("requests")] == 1
     day = windows(ANONYMOUS, Quotas(quotas).of(ANONYMOUS), time.time())[0].period.key
     assert (await ledger.period(day))["used"] == 12
 
     release.set()
     await asyncio.gather(*left)
-    counted = (await ledger.hours([hour]))[hour]
+    counted = (await ledger.hours(ANONYMOUS, [hour]))[hour]
     assert counted[name.format("prompt_tokens")] == 110
     assert counted[name.format("completion_tokens")] == 22  # the uncharged task's 7 are not there
     assert counted[name.format("requests")] == 1  # work left behind is not another request
