@@ -54,7 +54,9 @@ class RequireApiKey:
         return path.startswith("/v1/") or (self.protect_ops and path.startswith(self.OPS))
 
     async def __call__(self, scope, receive, send):  # noqa: D102
-        if scope["type"] != "http" or not self.keys.enabled or not self._guarded(scope.get("path", "")):
+        if scope["type"] != "http":  # the lifespan (building the mesh, warming routes) is the gateway's own work
+            return await self.app(scope, receive, send)
+        if not self.keys.enabled or not self._guarded(scope.get("path", "")):
             with acting_as(ALL_ACCESS if not self.keys.enabled else NOBODY):
                 return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}

@@ -20,6 +20,7 @@ import os
 import re
 import time
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -231,3 +232,47 @@ async def test_the_keys_file_is_reloaded_on_change(shared):
         await asyncio.sleep(1.05)
     r = await http.post("/v1/search", json={"collection": "a-gifts", "query": "선물"}, headers={"X-API-Key": B})
     assert r.status_code == 404
+
+
+async def test_a_gateway_with_scoped_keys_builds_its_own_mesh_at_start(embedding_service, retrieval_port, tmp_path):
+    """The lifespan (the mesh built from settings, routes warmed) is the gateway's own work, not a request's.
+
+    A server sends the lifespan through every middleware, the API-key one included: a keys file whose
+    keys may use no model route stopped the gateway starting ('local' is not a model route) until the
+    middleware left non-HTTP scopes alone. Run here as uvicorn runs it, through the whole app.
+    """
+    from gateway.app import create_app
+    from gateway.config import GatewaySettings
+    from services.runtime.loopguard import starting
+    from support.apps import target
+
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(KEYS, encoding="utf-8")
+    settings = GatewaySettings(embedding_target=target(embedding_service.port), retrieval_target=target(retrieval_port),
+                               api_keys_file=str(keys))
+    with starting():
+        app = create_app(settings)
+    inbox: asyncio.Queue = asyncio.Queue()
+    sent: list[dict] = []
+    await inbox.put({"type": "lifespan.startup"})
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    with starting():
+        task = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, send))
+        for _ in range(600):
+            if sent:
+                break
+            await asyncio.sleep(0.05)
+    assert sent and sent[0]["type"] == "lifespan.startup.complete", sent
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            r = await http.get("/v1/models", headers={"X-API-Key": A})
+            assert r.status_code == 200 and any(m["id"] == "local" for m in r.json()["data"])
+            others = (await http.get("/v1/models", headers={"X-API-Key": S})).json()["data"]
+            assert all(m["id"] != "local" for m in others)  # its models: [] — no model route listed
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(task, 30)
