@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import jsonschema
@@ -130,7 +130,9 @@ def _date_fix(name: str, value: str, text: str, today: date) -> str | None:
         given = date(int(m[1]), int(m[2]), int(m[3]))
     except ValueError:
         return target.isoformat() + value[10:]
-    if given == target or given in {d.day for sp in spans for d in (sp.start, sp.end) if d is not None}:
+    readings = {d.day for sp in spans for d in (sp.start, sp.end) if d is not None}
+    readings |= {d.day - timedelta(days=1) for sp in spans for d in (sp.start, sp.end) if d is not None and d.night}
+    if given == target or given in readings:  # "오늘 밤 1시": today's date is a reading of the words too
         return None  # a date one phrase of the user's names: the model's reading stands
     return target.isoformat() + value[10:]
 

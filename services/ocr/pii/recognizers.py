@@ -336,9 +336,40 @@ def _name_shaped(name: str) -> bool:
             and not any(name.startswith(w) for w in NOT_NAMES if len(w) >= 2) and not name.endswith(_HEADING_ENDINGS))
 
 
+# A contact line: fields split by |, ·, •, /, a tab or two spaces (or one space before a phone or an e-mail),
+# the first of them a name: "김주원  |  010.5856.8366  |  kim.81@…", "이서연 · 010-1234-5678 · 서울".
+_CONTACT_HEAD = re.compile(r"(?P<name>[가-힣]{2,4})(?:\s*\([^()\n]{1,40}\))?"
+                           r"(?P<sep>\s*+[|·•/]\s*+|\t\s*+|\s{2,}|\s(?=\S))")
+
+
+# The words a contact line labels its fields with, not names although some begin with a surname (연락처).
+_FIELD_LABELS = frozenset("연락처 전화 전화번호 휴대폰 휴대전화 핸드폰 이메일 메일 주소 홈페이지 블로그 깃허브 "
+                          "포트폴리오 "
+                          "생년월일 성별 국적 거주지 연락 번호 문의".split())
+
+
+def _contact_evidence(fields: str) -> bool:
+    """Whether the rest of a line holds a phone number, an e-mail or a URL (what makes it a contact line)."""
+    view = digit_view(fields)
+    return any(True for _ in phones(fields, view)) or any(True for _ in emails(fields, view)) \
+        or any(True for _ in urls(fields, view))
+
+
+def contact_line_persons(lines: list[tuple[int, str]]) -> Iterator[Span]:
+    """A name as the first field of a contact line (see ``_CONTACT_HEAD``), scored 0.65."""
+    for at, line in lines:
+        m = _CONTACT_HEAD.match(line)
+        if not m or not _name_shaped(m["name"]) or m["name"] in PROVINCES or m["name"] in DISTRICTS \
+                or m["name"] in _FIELD_LABELS \
+                or m["name"].endswith(("님", "씨")) or not _contact_evidence(line[m.end():]):
+            continue
+        yield Span("person", at + m.start("name"), at + m.end("name"), 0.65, "person:contact_line")
+
+
 def unlabelled_persons(text: str) -> Iterator[Span]:
     """Names without a label, by their place on the page (see ``_NAME_LINE``), scored 0.6-0.7."""
     lines = _lines(text)
+    yield from contact_line_persons(lines)
     for i, (at, line) in enumerate(lines):
         m = _TITLE_NAME.fullmatch(line)
         if m and _name_shaped(m["name"]):

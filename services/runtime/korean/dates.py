@@ -18,6 +18,12 @@ Stated rules (not fitted to any data):
   ``금요일`` alone the next Friday from the reference date (the same day included); ``주말`` is the week's
   Saturday to Sunday (``다음 주말`` the next week's);
 - ``밤 12시`` is 자정, ``새벽 12시`` and ``오전 12시`` the day's start; hours may be native numerals (``열두 시``);
+  ``밤 1시`` to ``밤 5시`` are after midnight (``오늘 밤 1시`` is the next day's 01:00), ``밤 6시`` on the evening's;
+- 시 is an hour's only where it ends the word (a particle, 반, 쯤, a space): not the 시 of 시작, 시험, 한시적;
+- ``지난 금요일`` is the last Friday before the reference date; ``말`` and ``초`` name a month's end or start
+  only after the month (이번 달 말, 월말, 3월 초), never alone (그 말);
+- a dotted ``3.5`` is a number, not a date, when a comparison or a unit follows (``3.5 이상``, ``4.5점``), or
+  when its one-digit day has no date's company (a weekday, a time, a range, 까지 …): ``평점 4.5``;
 - a number before ``시간``, ``분간`` or ``동안`` is a duration (:func:`durations`), never a time of day, and
   ``1.5시간`` or ``1.5배`` is no date;
 - a relative day (오늘, 내일, 금일 …) is one only as a word of its own: not the 금일 of ``입금일`` nor the 내일
@@ -35,9 +41,10 @@ from datetime import date, datetime, time, timedelta
 from functools import partial
 
 from services.runtime.korean.numbers import native_at
-from services.runtime.korean.particles import PARTICLES, ends_word, starts_word
+from services.runtime.korean.particles import _PARTICLE_RE, PARTICLES, ends_word, starts_word
 
 WEEKDAYS = "월화수목금토일"
+AFTER_MIDNIGHT = 5  # 밤 1-5시 are the night's hours after midnight (밤 6-11시 the evening's)
 PAST_DAYS = 60
 
 # Each pattern starts with the character it is anchored on (a digit, 요일, 주말, 말/초, 시), so a scan is one
@@ -54,7 +61,8 @@ _REL_DAY_END = re.compile(r"(?![가-힣A-Za-z])|(?:" + "|".join(sorted(
     (*PARTICLES, *"중 안 내 오전 오후 아침 저녁 밤 새벽 낮 점심 정오 자정 날 자".split(),
      *_REL_DAY), key=len, reverse=True)) + ")")
 _WEEK_RE = re.compile(r"(?P<w>[월화수목금토일])요일")
-_WEEK_BEFORE = re.compile(r"(?P<rel>이번\s*주|금주|다음\s*주|차주|다다음\s*주|지난\s*주)\s*$")
+_WEEK_BEFORE = re.compile(r"(?P<rel>이번\s*주|금주|다음\s*주|차주|다다음\s*주|지난\s*주|저번\s*주|지난번|지난|저번)"
+                          r"\s*$")
 _WEEKEND_RE = re.compile(r"주말")
 _WEEKEND_BEFORE = re.compile(r"(?P<rel>이번|금주|다음|차주|다다음|지난)\s*(?:주\s*)?$")
 _MONTH_EDGE_RE = re.compile(r"(?P<edge>[말초])(?:일(?=$|[^가-힣]|까지|에|부터))?(?=$|[^가-힣]|까지|에|경|쯤|부터|마감)")
@@ -67,12 +75,18 @@ _TIME_ANCHOR = re.compile(r"시(?!간)|:(?=\d{2}(?![\d:]))|정오|자정")
 _MERIDIEM = r"오전|오후|아침|저녁|밤|새벽|낮|AM|PM|am|pm"
 _HOUR_BEFORE = re.compile(rf"(?:(?P<mer>{_MERIDIEM})\s*)?(?P<h>\d{{1,2}}|{_NATIVE_HOUR})\s*$")
 _MER_BEFORE = re.compile(rf"(?P<mer>{_MERIDIEM})\s*$")
+# What may follow the 시 of an hour: no letter, a particle, or the words an hour takes (반, 쯤, 정각 …).
+_HOUR_END = re.compile(rf"(?![가-힣A-Za-z])|(?:반|쯤|경|께|정각|즈음|엔|였|이었|라고|라서|면|{_PARTICLE_RE})")
 _AFTER_HOUR = re.compile(r"\s*(?:(?P<min>\d{1,2})\s*분(?!간|\s*동안)|(?P<half>반))?")
 _DURATION_RE = re.compile(
     rf"(?<![\d.])(?P<h>\d+(?:\.\d+)?|{_NATIVE_HOUR})\s*시간(?:\s*(?P<half>반)|\s*(?P<hmin>\d{{1,2}})\s*분)?"
     r"|(?<![\d.])(?P<min>\d{1,3})\s*분(?=\s*(?:간|동안|짜리|정도|쯤|소요|걸))")
 _DATE_TIME_GAP = re.compile(r"[\s.,]*+(?:(?:[(（]?\s*+[월화수목금토일]요일\s*+[)）]?"
                             r"|[(（]\s*+[월화수목금토일]\s*+[)）])[\s.,]*+)?")
+_QUANTITY_AFTER = re.compile(r"\s*+(?:이상|이하|미만|초과|이내|점|배|%|퍼센트|프로)")
+_DATE_AFTER = re.compile(r"\s*+(?:[(（~∼〜–—.]|-|까지|부터|마감|에(?![가-힣])|에는|오전|오후|아침|저녁|밤|새벽"
+                         r"|\d{1,2}\s*(?:시|:)"
+                         r"|[월화수목금토일]요일|일(?![가-힣]))")
 _RANGE_SPLIT = re.compile(r"\s*+(?:~|∼|〜|–|—|부터|에서|-(?=\s*+(?:\d|오전|오후)))\s*+")
 
 
@@ -84,6 +98,7 @@ class When:
     at: time | None
     start: int
     end: int
+    night: bool = False  # "오늘 밤 1시": the day after the date written (its after-midnight hour)
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,7 @@ def _month_edge(rel: str, month_written: str | None, edge: str, ref: date) -> da
 
 def _week_monday(rel: str, ref: date) -> date:
     monday = ref - timedelta(days=ref.weekday())
-    shift = {"다음주": 7, "차주": 7, "다다음주": 14, "지난주": -7}.get(rel, 0)
+    shift = {"다음주": 7, "차주": 7, "다다음주": 14, "지난주": -7, "저번주": -7}.get(rel, 0)
     return monday + timedelta(days=shift)
 
 
@@ -188,6 +203,10 @@ def _absolute(text: str, m: re.Match[str]) -> _Candidate | None:
         if end < len(text) and (text[end] in "만천억조원배점개명%" or re.match(r"[가-힣A-Za-z]", text[end])
                                 and not ends_word(text, end)):
             return None
+        if sep == "." and _QUANTITY_AFTER.match(text, end):
+            return None  # "학점 3.5 이상", "4.5 점": a number compared or counted, not a date
+        if sep == "." and len(m["b"]) == 1 and not _DATE_AFTER.match(text, end):
+            return None  # "평점 4.5": a one-digit day written with a dot needs a date's company (요일, a time …)
     w = _WEEKDAY_PAREN.match(text, end)
     if w:
         end = w.end()
@@ -260,6 +279,8 @@ def _candidates(text: str) -> list[_Candidate]:
         weekday, rel = WEEKDAYS.index(m["w"]), re.sub(r"\s", "", back["rel"]) if back else ""
 
         def week(ref: date, weekday: int = weekday, rel: str = rel) -> date:
+            if rel in ("지난", "저번", "지난번"):  # "지난 금요일": the last one before today
+                return ref - timedelta(days=(ref.weekday() - weekday) % 7 or 7)
             if rel:
                 return _week_monday(rel, ref) + timedelta(days=weekday)
             return ref + timedelta(days=(weekday - ref.weekday()) % 7)
@@ -281,8 +302,8 @@ def _candidates(text: str) -> list[_Candidate]:
         found.append(_Candidate(m.start(), m.end(), partial(_days_after, n)))
     for m in _MONTH_EDGE_RE.finditer(text):
         back = _before(_MONTH_EDGE_BEFORE, text, m.start())
-        if back is None and not (m.start() == 0 or text[m.start() - 1] in " (,"):
-            continue
+        if back is None:
+            continue  # 말 and 초 alone are words (그 말, 몇 초): a month's end or start names its month
         if back is not None and back["rel"] == "월" and back.end() - back.start() != 1:
             continue  # 월말 only as one word
         start = m.start() - (len(back.group()) if back else 0)
@@ -342,6 +363,8 @@ def _time_words_at(text: str, anchor: re.Match[str]) -> _TimeWords | None:
             return None
         minute = int(text[anchor.end():anchor.end() + 2])
         return _TimeWords(start, anchor.end() + 2, m["mer"] or "", hour, minute, True, clock=True)
+    if not _HOUR_END.match(text, anchor.end()):
+        return None  # 시작, 시험, 한시적: 시 begins another word
     tail = _AFTER_HOUR.match(text, anchor.end())
     minute = 0
     end = anchor.end()
@@ -358,7 +381,9 @@ def _resolve_time(w: _TimeWords) -> time | None:
     mer = w.mer.lower()
     if mer in ("밤", "저녁") and hour == 12:
         return time(23, 59)  # 밤 12시: 자정
-    if mer in ("오후", "저녁", "밤", "pm") and hour < 12:
+    if mer == "밤" and 1 <= hour <= AFTER_MIDNIGHT:
+        pass  # 밤 1시: the night's 1 o'clock, after midnight (the day after the date it follows)
+    elif mer in ("오후", "저녁", "밤", "pm") and hour < 12:
         hour += 12
     elif mer in ("오전", "새벽", "아침", "am") and hour == 12:
         hour = 0
@@ -439,9 +464,12 @@ def _when_of(text: str, c: _Candidate, ref: date, offset: int = 0) -> When | Non
     window = text[after:after + 16]
     t = _time_starting(text, after) if "시" in window or ":" in window or "정오" in window or "자정" in window \
         else None
+    night = False
     if t is not None:
         at, end = t[1], t[0].end
-    return When(day, at, offset + c.start, offset + end)
+        if t[0].mer == "밤" and at.hour <= AFTER_MIDNIGHT:
+            day, night = day + timedelta(days=1), True  # "오늘 밤 1시": tonight, after midnight
+    return When(day, at, offset + c.start, offset + end, night)
 
 
 def _span_at(text: str, cands: list[_Candidate], i: int, ref: date) -> tuple[Span, int] | None:

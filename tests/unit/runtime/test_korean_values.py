@@ -91,3 +91,17 @@ def test_a_message_asks_when_a_sentence_ends_as_a_question_or_it_asks_to_be_told
                  "고마워요. 덕분에 마음이 놓이네요", "내일 면접 보러 가요", "합격했습니다!",
                  "자기소개서 첨삭 좀 해 줄래요?", "모의 면접 같이 해 줄 수 있어?"):
         assert not asks(text), text
+
+
+ALARM = {"type": "object", "properties": {"label": {"type": "string"}, "date": {"type": "string", "format": "date"},
+                                          "time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}}}
+
+
+def test_the_nights_one_oclock_is_after_midnight_and_the_models_reading_stands():
+    """Issue 77: 밤 1시 was read 13:00, and code replaced the model's right 01:00 because a meridiem word was there."""
+    said = "오늘 밤 1시에 알림 맞춰 줘"
+    kept = {"label": "알림", "date": "2026-12-06", "time": "01:00"}
+    assert correct(kept, ALARM, said, TODAY) == kept  # the night after the 5th: the 6th, 01:00
+    assert correct({**kept, "date": "2026-12-05"}, ALARM, said, TODAY)["date"] == "2026-12-05"  # "오늘" as written
+    assert correct({**kept, "time": "13:00"}, ALARM, said, TODAY)["time"] == "01:00"  # replaced, with proof
+    assert correct({**kept, "time": "23:00"}, ALARM, "오늘 밤 11시 알림", TODAY)["time"] == "23:00"
