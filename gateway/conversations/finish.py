@@ -36,7 +36,7 @@ from gateway.access.context import owner, owns
 from gateway.conversations import confirm
 from gateway.conversations import protocol as api
 from gateway.conversations.profile import Fields, Vocabulary, search_of
-from gateway.conversations.sessions import Conversations, unavailable
+from gateway.conversations.sessions import CONFIRMED, Conversations, unavailable
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error, job_submit_error
 from gateway.reasoning.events import counted, error_event, sse, usage_of
@@ -52,7 +52,6 @@ REASON_CALLS = Counter("mesh_gateway_list_reasons", "list reason calls (one per 
 for _outcome in ("ok", "late", "failed", "unfaithful"):
     SUMMARIES.labels(_outcome)
     REASON_CALLS.labels(_outcome)
-CONFIRMED = "confirmed"
 LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
 KIND = "lists"
 # The grammar closes the string at REASON_CHARS; the token budget must cover it (a Korean character is
@@ -119,7 +118,22 @@ class Finish:
     # -- confirm -----------------------------------------------------------------------------------------
 
     async def confirm(self, cid: str, deadline: Deadline) -> api.Confirmation:
-        """Freeze the profile with keywords and a summary (the stored one when already confirmed)."""
+        """Freeze the profile with keywords and a summary (the stored one when already confirmed).
+
+        The freeze and a turn are exclusive: the confirm is written only if no turn came after the one it
+        read (one atomic write, ``hsetnx_unless``), and a turn only if no confirm came first. A turn that
+        lands while the summary is written makes the confirm start again from it (three times at most,
+        then a retryable 409).
+        """
+        for _ in range(3):
+            done = await self._confirm_once(cid, deadline)
+            if done is not None:
+                return done
+        raise ApiError(409, "conversation_changed", "turns kept arriving while the profile was confirmed; confirm "
+                                                    "again", retryable=True)
+
+    async def _confirm_once(self, cid: str, deadline: Deadline) -> api.Confirmation | None:
+        """One attempt: the confirmation, or None when a turn came after the one it read."""
         meta, turns = await self.conversations._load(cid)
         stored = await self._confirmed(cid)
         if stored is not None:
@@ -144,12 +158,14 @@ class Finish:
                   "keywords": confirm.keywords(profile), "summary": text, "summary_error": why,
                   "summary_ms": round(summary_ms, 1), "confirmed_unix_ms": int(time.time() * 1000),
                   "usage": usage_of(usage).model_dump() if usage else None}
-        try:
-            won = await self.conversations.store.hsetnx(self.conversations.key(cid), CONFIRMED,
-                                                        json.dumps(record, ensure_ascii=False),
-                                                        self.conversations.ttl_s)
+        try:  # frozen only if no turn came after the one read (a turn since: start again from it)
+            won = await self.conversations.store.hsetnx_unless(self.conversations.key(cid), CONFIRMED,
+                                                               json.dumps(record, ensure_ascii=False),
+                                                               self.conversations.ttl_s, f"t:{max(turns) + 1}")
         except StoreUnavailable as err:
             raise unavailable(err) from None
+        if won is None:
+            return None
         if not won:  # another request confirmed it meanwhile: theirs stands
             stored = await self._confirmed(cid)
             return api.Confirmation(**(stored or record), id=cid, already=True)

@@ -53,6 +53,9 @@ def public(profile: dict[str, Any]) -> api.Profile:
     return api.Profile(**{k: v for k, v in profile.items() if k in api.Profile.model_fields})
 
 
+CONFIRMED = "confirmed"  # the hash field a confirm writes: the frozen profile (gateway/conversations/finish.py)
+
+
 class Conversations:
     """``/v1/conversations``: turns on the task runner, the profile by code, the search it implies."""
 
@@ -78,7 +81,7 @@ class Conversations:
             raise unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
-        if open_only and "confirmed" in fields:
+        if open_only and CONFIRMED in fields:
             raise ApiError(409, "conversation_confirmed", "the profile is confirmed: start a new conversation to "
                                                           "change it")
         return json.loads(fields["meta"]), numbered(fields)
@@ -160,9 +163,13 @@ class Conversations:
             found = await self.search.search(SearchRequest(collection=meta["collection"], **spec), deadline)
             search_ms += (time.perf_counter() - t1) * 1e3
             record = {"text": body.text, "proposed": delta, "notes": merged.notes, "profile": merged.profile}
-            try:
-                if await self.store.hsetnx(self.key(cid), f"t:{n}", json.dumps(record, ensure_ascii=False),
-                                           self.ttl_s):
+            try:  # one atomic write: the turn, unless a confirm froze the profile meanwhile (then 409)
+                written = await self.store.hsetnx_unless(self.key(cid), f"t:{n}",
+                                                         json.dumps(record, ensure_ascii=False), self.ttl_s, CONFIRMED)
+                if written is None:
+                    raise ApiError(409, "conversation_confirmed", "the profile was confirmed while this turn ran: "
+                                                                  "start a new conversation to change it")
+                if written:
                     if n > self.max_turns:  # the oldest kept turn goes; the profile carries what it said
                         await self.store.hdel(self.key(cid), f"t:{n - self.max_turns}")
                     break

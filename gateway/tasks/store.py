@@ -42,6 +42,13 @@ class KeyValue(ABC):
         """Set ``field`` of hash ``key`` unless it exists (True when set); the hash lives ``ttl_s`` more."""
 
     @abstractmethod
+    async def hsetnx_unless(self, key: str, field: str, value: str, ttl_s: int, guard: str) -> bool | None:
+        """Set ``field`` only if neither it nor ``guard`` is in the hash, atomically (one script on Redis).
+
+        True: set; False: ``field`` was there; None: ``guard`` was there (nothing written).
+        """
+
+    @abstractmethod
     async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:
         """Set ``field`` of hash ``key``; the hash lives ``ttl_s`` more."""
 
@@ -144,6 +151,13 @@ class MemoryKeyValue(KeyValue):
         self._put(key, fields, ttl_s)
         return True
 
+    async def hsetnx_unless(self, key: str, field: str, value: str, ttl_s: int,  # noqa: D102
+                            guard: str) -> bool | None:
+        fields = self._hash(key)  # nothing awaits in between: atomic in this process
+        if guard in fields:
+            return None
+        return await self.hsetnx(key, field, value, ttl_s)
+
     async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:  # noqa: D102
         fields = self._hash(key)
         fields[field] = value
@@ -160,6 +174,15 @@ class MemoryKeyValue(KeyValue):
     async def ttl(self, key: str) -> int:  # noqa: D102
         entry = self._data[self._kind(key)].get(key)
         return max(0, math.ceil(entry[0] - self.clock())) if entry and self._live(key) is not None else 0
+
+
+# KEYS[1] the hash; ARGV: field, value, ttl, guard. -1: the guard is there; 0: the field is; 1: set.
+HSETNX_UNLESS = """
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 1 then return -1 end
+local set = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return set
+"""
 
 
 class RedisKeyValue(KeyValue):
@@ -191,6 +214,11 @@ class RedisKeyValue(KeyValue):
         pipe.expire(key, ttl_s)
         created, _ = await self._call(pipe.execute())
         return bool(created)
+
+    async def hsetnx_unless(self, key: str, field: str, value: str, ttl_s: int,  # noqa: D102
+                            guard: str) -> bool | None:
+        got = await self._call(self._redis.eval(HSETNX_UNLESS, 1, key, field, value, ttl_s, guard))
+        return None if int(got) < 0 else bool(int(got))
 
     async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:  # noqa: D102
         pipe = self._redis.pipeline(transaction=True)
