@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import AsyncGenerator
@@ -315,9 +316,9 @@ class Finish:
         lists = {"gift": self._groups(gift_queries, gift.hits), "self": self._groups(self_queries, mine_hits)}
         if work["reasons"]:
             for name, groups in lists.items():
-                for i, group in enumerate(groups):
+                for group in groups:
                     if group["items"]:
-                        group.update(await self._reason(record.id, f"{name}:{i}", profile, vocab, group))
+                        group.update(await self._reason(record.id, name, profile, vocab, group))
         timings["reasons_ms"] = (time.perf_counter() - t) * 1e3
         timings["total_ms"] = (time.perf_counter() - t0) * 1e3
         await ctx.progress(done=4)
@@ -352,9 +353,17 @@ class Finish:
         items = [{**item, "query": g["query"], "reason": g.get("reason")} for g in groups for item in g["items"]]
         return sorted(items, key=lambda i: i["rank"])
 
-    async def _reason(self, job_id: str, slot: str, profile: dict, vocab: Vocabulary,
+    @staticmethod
+    def reason_slot(name: str, group: dict[str, Any]) -> str:
+        """Where a group's reason is kept: its list, query and item ids (not its position: a resumed run may
+        derive other queries, and a reason written for other items must not be shown under these)."""
+        what = json.dumps([group["query"], [i["id"] for i in group["items"]]], ensure_ascii=False)
+        return f"{name}:{hashlib.sha256(what.encode()).hexdigest()[:16]}"
+
+    async def _reason(self, job_id: str, name: str, profile: dict, vocab: Vocabulary,
                       group: dict[str, Any]) -> dict[str, Any]:
         """One call for one query's items: its sentence, checked (a job resumed elsewhere reuses a stored one)."""
+        slot = self.reason_slot(name, group)
         store, key = self.conversations.store, f"conversation-lists:{job_id}"
         try:
             done = (await store.hgetall(key)).get(slot)

@@ -68,11 +68,19 @@ class DocumentWrites:
                                                                          until, revision=live.embedding_revision)
                 embed_ns, tokenize_ns = embed_ns + more_embed, tokenize_ns + more_tok
                 self._check_writable(live, revision)
-            live = self._update_avg_len(live, [t for p in prepared for t in p.terms])
-            bm25 = Bm25(self.state.k1, self.state.b, live.avg_doc_len)
-            points = [pt for p in prepared for pt in p.points(bm25)]
-            await self.state.run_db(self.state.store.upsert, live.collection, points)
-            await self.state.run_db(self.state.store.put_meta, live)
+            # One write at a time changes the running mean and stores it with its points (the store has one
+            # thread anyway): two writes never both start from the same count.
+            async with self.state.meta_locks[name]:
+                before = (live.avg_doc_len, live.extra.get("docs_written", 0))
+                live = self._update_avg_len(live, [t for p in prepared for t in p.terms])
+                bm25 = Bm25(self.state.k1, self.state.b, live.avg_doc_len)
+                points = [pt for p in prepared for pt in p.points(bm25)]
+                try:
+                    await self.state.run_db(self.state.store.upsert, live.collection, points)
+                    await self.state.run_db(self.state.store.put_meta, live)
+                except BaseException:
+                    live.avg_doc_len, live.extra["docs_written"] = before  # nothing written: nothing counted
+                    raise
             pending = self.state.pending.get(name)
             if pending is not None:
                 for p in prepared:
@@ -103,8 +111,9 @@ class DocumentWrites:
         except (DependencyUnavailable, DeadlineExceeded) as exc:
             log.warning("collection %r: a write since its upgrade could not be copied into the replaced version "
                         "(%s); a rollback is no longer possible", live.name, exc.message)
-            prev["complete"] = False
-            await self.state.run_db(self.state.store.put_meta, live)
+            async with self.state.meta_locks[live.name]:
+                prev["complete"] = False
+                await self.state.run_db(self.state.store.put_meta, live)
         return int((time.perf_counter() - t) * 1e9)
 
     def _check_writable(self, meta: CatalogMeta, revision: str | None = None, swapped: bool = False) -> None:

@@ -244,6 +244,10 @@ class Reindexer:
             prev = meta.previous
             if prev is None:
                 raise FailedPrecondition(f"collection {name!r} has no previous version to roll back to")
+            if not prev.get("complete", True):  # a write that finished after the check above could not be copied
+                raise FailedPrecondition(f"a write to {name!r} since its upgrade could not be copied into the "
+                                         "previous version; rolling back would lose it: reindex to that revision "
+                                         "instead")
             back = CatalogMeta(name, prev["collection"], prev["embedding_revision"], prev["analyzer"], meta.fields,
                                float(prev["avg_doc_len"]), int(prev["dim"]),
                                {"docs_written": int(prev.get("docs_written", 0))}, layout=prev["layout"])

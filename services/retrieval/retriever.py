@@ -28,7 +28,7 @@ class Retriever:
         self.state = CatalogState(store, analyzer, embedder, dim=dim, k1=k1, b=b, embed_timeout_s=embed_timeout_s,
                                   default_fusion=default_fusion, default_rrf_k=default_rrf_k,
                                   default_dense_weight=default_dense_weight, layout=layout, others=others,
-                                  grace_s=grace_s, meta_ttl_s=meta_ttl_s)
+                                  grace_s=grace_s, meta_ttl_s=meta_ttl_s, reader=reader)
         # A reader refuses every write (RetrievalServicer): the write gate, the record of writes during a
         # reindex and the drop of replaced versions live in the one writer's process.
         self.reader = reader

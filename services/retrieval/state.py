@@ -167,8 +167,10 @@ class CatalogState:
     def __init__(self, store: CatalogStore, analyzer: KoreanAnalyzer, embedder: Embedder, *, dim: int = 384,
                  k1: float = 1.2, b: float = 0.75, embed_timeout_s: float = 2.0, default_fusion: str = "auto",
                  default_rrf_k: int = 60, default_dense_weight: float = 0.5, layout: Layout | None = None,
-                 others: list[Embedder] | None = None, grace_s: float = 3600.0, meta_ttl_s: float = 1.0) -> None:
+                 others: list[Embedder] | None = None, grace_s: float = 3600.0, meta_ttl_s: float = 1.0,
+                 reader: bool = False) -> None:
         self.store = store
+        self.reader = reader
         self.grace_s = grace_s  # how long an upgrade keeps the version it replaced, for a rollback
         # New catalogs, and every catalog a reindex rebuilds, take this layout; writes keep a catalog's own.
         self.layout = layout or Layout()
@@ -188,11 +190,15 @@ class CatalogState:
         # Per catalog: writes hold its gate shared; a reindex holds it alone to start recording and to swap.
         self.gates: defaultdict[str, WriteGate] = defaultdict(WriteGate)
         self.pending: dict[str, PendingWrites] = {}  # writes to replay into a reindex's new collection
-        # Catalog metadata as last read from the store, re-read once older than ``meta_ttl_s``: several
-        # replicas share the store, and one (the writer) may swap a catalog's live version at any time.
+        # Catalog metadata as last read from the store. A reader re-reads it once older than ``meta_ttl_s``
+        # (the writer may swap a catalog's live version at any time); the writer keeps one copy per catalog,
+        # which only it changes, so concurrent writes update one object (never two stale copies).
         self.meta_ttl_s = meta_ttl_s
         self.meta_cache: dict[str, CatalogMeta] = {}
         self._meta_read: dict[str, float] = {}
+        # Per catalog: held while its metadata's fields are changed and stored (BM25's running mean, a kept
+        # version marked incomplete), so two writes never interleave between a change and its store.
+        self.meta_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # Searches in flight per versioned collection: a reindex drops the old collection only
         # once none still use it (a search may have read the old alias target just before a swap).
         self.inflight: Counter[str] = Counter()
@@ -206,13 +212,16 @@ class CatalogState:
         return await asyncio.get_running_loop().run_in_executor(self.nlp_thread, self.analyzer.terms_batch, texts)
 
     async def meta(self, name: str, fresh: bool = False) -> CatalogMeta:
-        """Catalog metadata: this process's copy, re-read from the store when ``fresh`` or older than ``meta_ttl_s``.
+        """Catalog metadata: this process's copy, read from the store when it has none.
 
-        NotFound (and the copy forgotten) when the catalog no longer exists.
+        A reader reads it again when ``fresh`` or older than ``meta_ttl_s``; the writer's copy is the
+        store's (only the writer changes it), so it is read once. NotFound (and the copy forgotten) when
+        the catalog no longer exists.
         """
         check_name(name)
         read = self._meta_read.get(name)
-        if fresh or name not in self.meta_cache or read is None or time.monotonic() - read >= self.meta_ttl_s:
+        stale = self.reader and (fresh or read is None or time.monotonic() - read >= self.meta_ttl_s)
+        if name not in self.meta_cache or stale:
             try:
                 meta = await self.run_db(self.store.get_meta, name)
             except NotFound:
