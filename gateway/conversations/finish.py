@@ -355,8 +355,11 @@ class Finish:
 
     @staticmethod
     def reason_slot(name: str, group: dict[str, Any]) -> str:
-        """Where a group's reason is kept: its list, query and item ids (not its position: a resumed run may
-        derive other queries, and a reason written for other items must not be shown under these)."""
+        """Where a group's reason is kept: its list, query and item ids.
+
+        Not its position: a resumed run may derive other queries, and a reason written for other items
+        must not be shown under these.
+        """
         what = json.dumps([group["query"], [i["id"] for i in group["items"]]], ensure_ascii=False)
         return f"{name}:{hashlib.sha256(what.encode()).hexdigest()[:16]}"
 
