@@ -29,6 +29,8 @@ The turn is kept in the sessions store (its number claimed once, as interview tu
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -53,6 +55,7 @@ from gateway.tasks.store import KeyValue, StoreUnavailable, numbered, session_ha
 from services.runtime.korean import dates
 from services.runtime.korean.questions import asks
 
+log = logging.getLogger(__name__)
 SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
           "답합니다. 정보에 없는 사실은 지어내지 않습니다.\n"
           "- 회사, 채용 절차, 복지, 이력서·면접·연봉 요령을 묻는 질문: search\n"
@@ -65,6 +68,28 @@ SEARCH = Tool("search", "회사 정보, 채용 절차, 복지, 이력서·면접
                "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}}})
 INTERNAL_TASKS = ("interview_question", "spec_delta")  # the interview and conversation sessions' own steps
 REFUSAL = "찾은 문서에서는 그 답을 확인할 수 없습니다."
+# A reply in another script than the person's ("You're welcome!" to "고마워!"): asked again once with this
+# note; a second one is replaced by this line (code cannot write the reply, only refuse the wrong one).
+KOREAN_NOTE = "\n사용자는 한국어로 말했습니다. 반드시 한국어로 답하세요."
+KOREAN_FALLBACK = "네, 알겠습니다. 더 도와드릴 일이 있으면 말씀해 주세요."
+HANGUL = re.compile(r"[가-힣]")
+LATIN = re.compile(r"[A-Za-z]")
+SCRIPT_LETTERS = 6  # letters a reply is held for before its script is judged
+
+
+def writes_korean(text: str) -> bool:
+    """Whether a person's message is written in Korean (more Hangul syllables than Latin letters)."""
+    return len(HANGUL.findall(text)) > len(LATIN.findall(text))
+
+
+def other_script(reply: str) -> bool:
+    """Whether a reply's letters so far are Latin, not Hangul (judged for a person who wrote Korean)."""
+    latin, hangul = len(LATIN.findall(reply)), len(HANGUL.findall(reply))
+    return latin > hangul and latin >= 2
+
+
+class OtherScript(Exception):
+    """The model began its reply in another script than the person's."""
 SUMMARY_CHARS = 600
 FROM_CODE = ("text", "reference_date", "timezone")  # a task's inputs code takes from the person and the session
 MIN_OWN_WORDS = 0.6  # share of a task argument's character pairs the message must hold (set before any run)
@@ -207,6 +232,7 @@ class Assistant:
         seen: set[str] = set()  # calls already run this turn (tool + canonical arguments)
         failed: ApiError | None = None
         repeated = False
+        korean = writes_korean(body.text)
         try:
             for round_ in range(self.tool_rounds + 1):
                 tools = [] if failed or repeated or round_ == self.tool_rounds else offered
@@ -215,15 +241,26 @@ class Assistant:
                 call: ToolCall | None = None
                 pieces: list[str] = []
                 for _ in range(2):  # a call code refutes is asked again once, without that tool
-                    pieces = []
-                    async for event in self._complete(meta, sid, convo, tools, deadline, usage, hold):
-                        if isinstance(event, ToolCalls):
-                            call = event.calls[0]
-                        elif hold:
-                            pieces.append(event)
-                        else:
-                            record["reply"] += event
-                            yield sse("delta", {"text": event})
+                    for script_try in range(2):  # a reply begun in another script: asked again once
+                        pieces = []
+                        try:
+                            async for event in self._complete(meta, sid, convo, tools, deadline, usage, hold,
+                                                              korean):
+                                if isinstance(event, ToolCalls):
+                                    call = event.calls[0]
+                                elif hold:
+                                    pieces.append(event)
+                                else:
+                                    record["reply"] += event
+                                    yield sse("delta", {"text": event})
+                            break
+                        except OtherScript as began:  # nothing of it was sent
+                            log.info("assistant reply in another script than the person's: %r", began.args[0])
+                            call = None
+                            if script_try:  # twice: code's line instead (it cannot write the reply, only refuse)
+                                pieces, hold = [KOREAN_FALLBACK], True
+                            else:
+                                convo = [ChatMessage("system", (convo[0].content or "") + KOREAN_NOTE), *convo[1:]]
                     refuted = self._refuted(call, body.text) if call is not None else None
                     if refuted is None:
                         break
@@ -340,7 +377,34 @@ class Assistant:
         return out
 
     async def _complete(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
-                        deadline: Deadline, usage: list[Any], hold: bool) -> AsyncGenerator[str | ToolCalls, None]:
+                        deadline: Deadline, usage: list[Any], hold: bool,
+                        korean: bool = False) -> AsyncGenerator[str | ToolCalls, None]:
+        """One model call on the session's route: text pieces (as written, or whole when ``hold``), or a tool call.
+
+        ``korean``: the person wrote Korean; the reply's first letters are held until its script is
+        known, and :class:`OtherScript` is raised (nothing of it sent) when they are not Korean.
+        """
+        held: list[str] | None = [] if korean else None
+        async for piece in self._complete_raw(meta, sid, messages, tools, deadline, usage, hold):
+            if held is None or not isinstance(piece, str):
+                yield piece
+                continue
+            held.append(piece)
+            text = "".join(held)
+            if len(HANGUL.findall(text)) + len(LATIN.findall(text)) >= SCRIPT_LETTERS:
+                if other_script(text):
+                    raise OtherScript(text[:80])
+                for p in held:
+                    yield p
+                held = None
+        if held:
+            if other_script("".join(held)):
+                raise OtherScript("".join(held)[:80])
+            for p in held:
+                yield p
+
+    async def _complete_raw(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
+                            deadline: Deadline, usage: list[Any], hold: bool) -> AsyncGenerator[str | ToolCalls, None]:
         """One model call on the session's route: text pieces (as written, or whole when ``hold``), or a tool call."""
         route = self.routes.get(meta["model"])
         pool = route.pool

@@ -205,6 +205,8 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
                 fixed, what = _time_fix(value, user_text), "time"
             elif schema.get("format") in ("date", "date-time") or DATE.search(about):
                 fixed, what = _date_fix(name, value, user_text, today), "date"
+            elif FOREIGN.search(value):
+                fixed, what = _script_fix(value, user_text), "script"
         if fixed is not None and fixed != value:
             out[name] = fixed
             changed.append(what)
@@ -217,6 +219,43 @@ def correct(arguments: dict[str, Any], parameters: dict[str, Any], user_text: st
     for what in changed:
         CORRECTIONS.labels(what).inc()
     return out
+
+
+# Han characters and kana: a small model slips them into Korean words (면接 for 면접).
+FOREIGN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _script_fix(value: str, text: str) -> str | None:
+    """``value`` with each word in a script the user did not write put back in the user's spelling.
+
+    The user's spelling: the one stretch of the user's text of the same length that agrees on every other
+    character (면接 → 면접). None when a word has no such stretch or several (then :func:`foreign_characters`
+    refuses it).
+    """
+    out = value
+    for word in set(re.findall(r"\S+", value)):
+        bad = [i for i, ch in enumerate(word) if FOREIGN.match(ch) and ch not in text]
+        if not bad:
+            continue
+        n = len(word)
+        found = {text[i:i + n] for i in range(len(text) - n + 1)
+                 if not any(c.isspace() for c in text[i:i + n])
+                 and all(text[i + j] == ch for j, ch in enumerate(word) if j not in bad)}
+        if len(found) != 1:
+            return None
+        out = out.replace(word, found.pop())
+    return out if out != value else None
+
+
+def foreign_characters(arguments: Any, user_text: str) -> str:
+    """The characters of a script the user did not write (Han, kana) left in string arguments ('' when none)."""
+    if isinstance(arguments, str):
+        return "".join(dict.fromkeys(ch for ch in FOREIGN.findall(arguments) if ch not in user_text))
+    if isinstance(arguments, dict):
+        return "".join(foreign_characters(v, user_text) for v in arguments.values())
+    if isinstance(arguments, list):
+        return "".join(foreign_characters(v, user_text) for v in arguments)
+    return ""
 
 
 def _squash(text: str) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import jsonschema
 
 from services.bootstrap.errors import Violation
-from services.reasoning.arguments import correct, grounded
+from services.reasoning.arguments import correct, foreign_characters, grounded
 from services.reasoning.schema_patterns import LinearValidator, pattern_violations
 from services.reasoning.signatures import has_numbers, signature
 
@@ -144,6 +144,10 @@ class Plan:
             validate(arguments, self.tools[name].parameters, f"the arguments of {name}")
             if self.today is not None:
                 arguments = correct(arguments, self.tools[name].parameters, self.user_text, self.today)
+                stray = foreign_characters(arguments, self.user_text) if self.user_text else ""
+                if stray:  # a word in a script the user did not write, not put right from the user's words
+                    raise AnswerInvalid(f"the arguments of {name} hold characters the user did not write "
+                                        f"({stray[:8]!r}): write the user's words as they wrote them")
                 if self.tool_mode == "auto" and reply_as_tool(self.tools, self.tool_mode) and not grounded(
                         arguments, self.tools[name].parameters, self.user_text, self.today):
                     raise Ungrounded(f"{UNGROUNDED_PREFIX}none of the required arguments of {name} comes from "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from services.reasoning.backends.base import GenerationParams
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage, add_usage
-from services.runtime.tasks.checks import finish, first_error
+from services.runtime.tasks.checks import copied_example, finish, first_error
 from services.runtime.tasks.spec import Task
 
 MIN_RETRY_S = 1.0  # less than this left of the deadline: no second attempt
@@ -82,17 +82,26 @@ class TaskRunner:
                 yield Failed(final.kind, final.message, final.completion_tokens, total)
                 return
             error = self._violation(task, final)
-            if not error:
+            copied = "" if error else copied_example(task, json.loads(final.text), value) or ""
+            left = timeouts.total_s - (time.perf_counter() - start)
+            last = total.llm_calls > 1 or left < MIN_RETRY_S
+            if not error and (not copied or last):
+                # An example copied even after the retry: the post step may put it right from the input
+                # (a calendar title); a result that still holds it is refused.
                 output = json.loads(final.text)
                 try:
                     result = finish(task, output, value)
                 except ValueError as err:
                     yield Failed("schema_violation", str(err), 0, total)
                     return
+                still = copied_example(task, result, value, "result")
+                if still:
+                    yield Failed("schema_violation", f"{task.name}: {still}"[:500], 0, total)
+                    return
                 yield TaskDone(output, result, total.llm_calls, total)
                 return
-            left = timeouts.total_s - (time.perf_counter() - start)
-            if total.llm_calls > 1 or left < MIN_RETRY_S:
+            error = error or copied
+            if last:
                 break
             yield Retry(error)
             attempt_timeouts = Timeouts(min(timeouts.first_token_s, left), min(timeouts.generation_s, left), left)

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bench.standin import ChatStandIn, ToolBackendStandIn
+from gateway.assistant.serving import KOREAN_FALLBACK
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app, parse_sse
@@ -59,6 +60,11 @@ def reply(body: dict) -> dict:
             choice = {"tool": "job_postings", "arguments": {"role": "백엔드"}}
         elif "계속 찾아줘" in prompt:
             choice = {"tool": "reply_directly", "answer": "찾은 공고를 정리했어요."}
+        elif last == "고마워!":  # English first; Korean once told the person wrote Korean
+            told = "반드시 한국어로 답하세요" in body["messages"][0]["content"]
+            choice = {"tool": "reply_directly", "answer": "천만에요! 면접 잘 보세요." if told else "You're welcome!"}
+        elif last == "정말 고마워요!":  # English every time
+            choice = {"tool": "reply_directly", "answer": "Thank you too, good luck!"}
         elif last.startswith("Result of the tool call"):
             choice = {"tool": "reply_directly", "answer": "판교에서 백엔드 공고 1건을 찾았어요."}
         else:
@@ -226,3 +232,16 @@ async def test_a_task_whose_text_the_model_wrote_is_refused_by_code(assistant):
     assert [e for e, _ in events] == ["tool_refused", "tool_call", "tool_result", "answer", "done"]
     assert events[0][1]["name"] == "answer_feedback" and "answer is not in the message" in events[0][1]["reason"]
     assert events[1][1]["name"] == "search" and events[1][1]["by"] == "code"
+
+
+async def test_a_korean_turn_is_never_answered_in_another_script(assistant):
+    """Issue 77: the assistant replied "You're welcome!" to "고마워!". The reply's first letters are held until
+    their script is known: English is asked again once, never sent; English twice is replaced by code's line."""
+    http, _standin = assistant
+    sid = await _session(http)
+    events = await _turn(http, sid, "고마워!")
+    text = "".join(d["text"] for e, d in events if e == "delta")
+    assert text == "천만에요! 면접 잘 보세요." and "welcome" not in json.dumps(events), events
+    events = await _turn(http, sid, "정말 고마워요!")
+    text = "".join(d["text"] for e, d in events if e == "delta")
+    assert text == KOREAN_FALLBACK and "Thank" not in json.dumps(events, ensure_ascii=False), events

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jsonschema
 
 from services.runtime.tasks import post as steps
@@ -95,3 +97,37 @@ def finish(task: Task, output: dict, value: dict) -> dict:
     if problem is not None:
         raise ValueError(f"{task.name}'s result broke its result_schema: {problem}")
     return result
+
+
+def _strings(value: object, path: str):
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]")
+
+
+def _letters(text: str) -> str:
+    """Letters and digits only: "[네이버] 1차 면접" holds "네이버 1차 면접" (spaces and brackets aside)."""
+    return re.sub(r"[\W_]+", "", text).lower()
+
+
+def copied_example(task: Task, produced: object, value: dict, root: str = "output") -> str | None:
+    """``<path>: …`` when a string of ``produced`` copies an example the task's instructions quote.
+
+    Copied: the phrase is in the string and not in the input ("네이버 1차 면접" for a 카카오 notice). None when
+    nothing was copied.
+    """
+    phrases = [(p, _letters(p)) for p in task.example_phrases]
+    if not phrases:
+        return None
+    given = _letters(" ".join(text for _, text in _strings(value, "input")))
+    for path, text in _strings(produced, root):
+        flat = _letters(text)
+        for phrase, letters in phrases:
+            if letters and letters in flat and letters not in given:
+                return f"{path}: copies the instructions' example {phrase!r}, which the input does not hold"
+    return None

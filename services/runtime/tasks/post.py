@@ -190,6 +190,18 @@ STAGE_WORDS = {"서류": ("서류", "지원서", "입사지원", "서류 접수"
                "최종발표": ("합격자 발표", "합격 발표", "최종 발표", "최종발표", "결과 발표")}
 
 
+def event_title(title: str, company: str, stage: str, notice: str) -> str:
+    """The model's title when every word of it is the notice's (or the company's); else ``<company> <stage>``.
+
+    A title naming another company ("네이버 1차 면접" for a 카카오 notice: the instructions' example) or words
+    the notice does not hold is not shown: code writes one from what it read.
+    """
+    words = [strip_particle(w) for w in re.findall(r"[^\s\[\](){}<>,.:;!?/'\"·]+", title)]
+    if words and all(quoted(w, notice) or quoted(w, company) for w in words):
+        return title
+    return " ".join(p for p in (company, "" if stage == "기타" else stage) if p) or title
+
+
 def stage_of(proposed: str, notice: str) -> str:
     """The model's stage when the notice names it by its words (or names none); else the stage the notice names.
 
@@ -229,6 +241,9 @@ def calendar_dates(output: dict, value: dict) -> dict:
     if found is None:
         spans = dates.scan(notice, ref)
         found, source = (spans[0], "scan") if spans else (None, "none")
+        # The phrase shown is the notice's, never one the model wrote that the notice does not hold.
+        start_text = notice[found.start.start:found.start.end] if found is not None else ""
+        end_text = notice[found.end.start:found.end.end] if found is not None and found.end is not None else ""
     start = end = None
     all_day = True
     if found is not None:
@@ -243,8 +258,11 @@ def calendar_dates(output: dict, value: dict) -> dict:
                 end_when = t if t is not None and t.at is not None else end_when
         end = dates.iso(end_when, tz, end_of_day=True) if end_when else None
         all_day = found.start.at is None and (end_when is None or end_when.at is None)
-    return {"company": whole_name(str(output["company"]), notice), "stage": stage_of(str(output["stage"]), notice),
-            "title": output.get("title", ""), "start": start, "end": end, "all_day": all_day,
+    company = whole_name(str(output["company"]), notice)
+    stage = stage_of(str(output["stage"]), notice)
+    return {"company": company, "stage": stage, "title": event_title(str(output.get("title", "")), company, stage,
+                                                                     notice),
+            "start": start, "end": end, "all_day": all_day,
             "start_text": start_text, "end_text": end_text,
             "dates_from": source, "reference_date": ref.isoformat(), "timezone": tz.key}
 

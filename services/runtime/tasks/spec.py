@@ -10,6 +10,7 @@ task's only user text.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,14 @@ class TaskFile(BaseModel):
                                            description="inputs shown by GET /v1/tasks (each must validate)")
 
 
+EXAMPLE_QUOTE = re.compile(r'"([^"\n]{2,60})"|“([^”\n]{2,60})”')
+
+
+def squash(text: str) -> str:
+    """``text`` without whitespace (how an example phrase and an output value are compared)."""
+    return "".join(text.split())
+
+
 @dataclass(frozen=True)
 class Task:
     """A loaded task: its declaration, compiled templates and validators."""
@@ -94,6 +103,16 @@ class Task:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def example_phrases(self) -> tuple[str, ...]:
+        """The phrases the task's instructions quote as examples (``"네이버 1차 면접"``), spaces squashed.
+
+        A model on a small budget copies them as its answer; an output value may hold one only when the
+        input does too (:func:`services.runtime.tasks.checks.copied_example`).
+        """
+        found = [a or b for a, b in EXAMPLE_QUOTE.findall(self.spec.system + "\n" + self.spec.prompt)]
+        return tuple(dict.fromkeys(squash(q) for q in found if len(squash(q)) >= 3 and "{{" not in q))
 
     def with_defaults(self, value: dict) -> dict:
         """``value`` with every declared input field present: its schema default, else None, where absent."""

@@ -289,3 +289,22 @@ async def test_a_direct_reply_streams_as_it_is_written_unless_the_call_is_buffer
     assert [e.text for e in held if isinstance(e, Delta)] == ['안녕하세요! "반가워요"']  # one delta, once validated
     _, calls = completer_for(['{"tool": "get_weather", "arguments": {"city": "서울"}}'])
     assert not [e for e in await events(calls, plan(), buffered=False) if isinstance(e, Delta)]
+
+
+def test_a_word_in_a_script_the_user_did_not_write_is_put_back_or_refused():
+    """Issue 77: a tool call's title "한빛소프트 면接" (the user wrote 면접) passed every argument check."""
+    from datetime import date
+
+    cal = ToolSpec("add_event", "일정 추가", {"type": "object", "properties": {"title": {"type": "string"}},
+                                              "required": ["title"]})
+    p = plan(tools={"add_event": cal})
+    p.user_text, p.today = "한빛소프트 면접 일정 넣어 줘", date(2026, 12, 7)
+    with pytest.raises(AnswerInvalid, match="did not write"):  # a whole word in hanja: no proof of the spelling
+        p.decode('{"tool": "add_event", "arguments": {"title": "한빛소프트 面接"}}')
+    decoded = p.decode('{"tool": "add_event", "arguments": {"title": "한빛소프트 면接"}}')
+    assert json.loads(decoded.tool_calls[0].arguments) == {"title": "한빛소프트 면접"}  # the user's spelling
+    with pytest.raises(AnswerInvalid, match="did not write"):
+        p.decode('{"tool": "add_event", "arguments": {"title": "한빛 會議"}}')  # no stretch of the user's words
+    p.user_text = "金민서 님과 면담"
+    kept = p.decode('{"tool": "add_event", "arguments": {"title": "金민서 면담"}}')
+    assert json.loads(kept.tool_calls[0].arguments) == {"title": "金민서 면담"}  # the user's own hanja stand
