@@ -448,6 +448,9 @@ def main() -> None:
     parser.add_argument("--min-relevance", type=float, default=None,
                         help="the gateway's --answer-min-relevance (default: the fitted threshold; 0: no decision)")
     parser.add_argument("--name", default="answers", help="result file name under --out")
+    parser.add_argument("--questions-file", type=Path, default=None,
+                        help="another set in answers-ko's format (passages, questions) run instead of answers-ko "
+                             "(every question; e.g. bench/data/answers_near_b.json)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     model_dir = current_model_dir().resolve()
@@ -512,9 +515,14 @@ def main() -> None:
         with httpx.Client(base_url=base, timeout=900) as http:
             ingest_s = {"answers-ko": ingest(http, "answers-ko", passages_ko)}  # also the overhead's collection
             _, qs = load_answers_ko(args.split)
+            set_name, set_passages = "answers-ko", passages_ko
+            if args.questions_file is not None:
+                other = json.loads(args.questions_file.read_text(encoding="utf-8"))
+                set_name, set_passages, qs = other["name"], other["passages"], other["questions"]
+                ingest_s[set_name] = ingest(http, set_name, set_passages)
             if args.limit and args.limit < len(qs):  # evenly spaced over the split: every kind in proportion
                 qs = [qs[i * len(qs) // args.limit] for i in range(args.limit)]
-            runs = [("answers-ko", qs, {p["id"]: p["text"] for p in passages_ko}, "span")] if args.limit >= 0 else []
+            runs = [(set_name, qs, {p["id"]: p["text"] for p in set_passages}, "span")] if args.limit >= 0 else []
             if args.autorag:
                 a_passages, a_qs = load_autorag(args.data, args.autorag, args.autorag_pages)
                 print(f"[bench] ingesting {len(a_passages)} autorag-ko pages", flush=True)

@@ -101,7 +101,11 @@ class AnswerSupport(BaseModel):
     """What the code found checking the model's answer against the sentences it named."""
 
     check: Literal["supported", "no_evidence", "number_not_in_evidence", "answer_not_in_evidence",
-                   "question_not_covered"]
+                   "question_not_covered", "subject_not_in_evidence", "qualifier_mismatch", "answer_type"] = Field(
+        description="the check that refused the answer (subject_not_in_evidence: the question's subject is not in "
+                    "the evidence or its passage's title; qualifier_mismatch: an ordinal or a year of the question "
+                    "is not the evidence's; answer_type: not the kind of answer the question asks for), or "
+                    "supported")
     answer_terms: float = Field(description="share of the answer's content terms found in its evidence")
     question_terms: float = Field(description="share of the question's content terms the evidence covers")
     numbers_missing: list[str] = Field(description="numbers of the answer its evidence does not hold")

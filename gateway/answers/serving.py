@@ -21,6 +21,7 @@ from prometheus_client import Counter
 from clients.reasoning import ChatMessage
 from gateway.access.context import require_read
 from gateway.answers import packing, relevance, support
+from gateway.answers import question as asked
 from gateway.answers import protocol as api
 from gateway.answers.cache import AnswerCache, Hit, scope_of
 from gateway.config import GatewaySettings
@@ -166,8 +167,17 @@ class Answers:
                              route=body.model or self.route, revision=vector.revision)
             slot = Slot(body.collection, generation, scope, rewrite.query, list(vector.values))
             hit = await self.cache.find(body.collection, generation, scope, rewrite.query, slot.vector)
+            if hit is not None and self._other_question(rewrite.query, hit.response):
+                hit = None  # the cached answer's evidence lacks this question's subject or qualifiers
             span.set_attribute("mesh.answer_cache", "hit" if hit else "miss")
         return slot, hit, (time.perf_counter() - t) * 1e3
+
+    @staticmethod
+    def _other_question(query: str, response: dict) -> str | None:
+        """Why a cached answer does not answer ``query`` (gateway/answers/question.py), or None when it does."""
+        cited = response.get("citations") or []
+        evidence = " ".join(f"{(c.get('payload') or {}).get('title') or ''} {c.get('text') or ''}" for c in cited)
+        return asked.mismatch(asked.read(query), str(response.get("answer") or ""), evidence)
 
     def served(self, collection: str, hit: Hit, rewrite: api.Rewrite, start: float, cache_ms: float) -> Served:
         """The cached answer as this request's response: marked, no usage, this request's timings."""
@@ -286,7 +296,8 @@ class Answers:
         if isinstance(value, dict) and value.get("answerable") is True and str(value.get("answer", "")).strip():
             proposed = support.clean(str(value["answer"]))
             t = time.perf_counter()
-            verdict = support.check(proposed, list(value.get("evidence") or []), p.sentences, p.rewrite.query)
+            titles = {q.n: str(q.payload.get("title") or "") for q in p.passages}
+            verdict = support.check(proposed, list(value.get("evidence") or []), p.sentences, p.rewrite.query, titles)
             check_ms = round((time.perf_counter() - t) * 1e3, 3)
             answerable = verdict.supported
             answer = proposed if answerable else ""

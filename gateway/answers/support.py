@@ -220,7 +220,8 @@ def _located(answer: str, numbered_sentences: list[Sentence], claim: list[str] |
     return best
 
 
-def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence], question: str) -> Verdict:
+def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence], question: str,
+          titles: dict[int, str] | None = None) -> Verdict:
     """Decide whether ``answer`` is supported (see the module docstring); the evidence kept is where it is.
 
     The sentences the model named come first; when they do not hold the answer (a 1.5B model often
@@ -266,5 +267,14 @@ def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence
     elif not any(present(t, haystack) for t in telling):
         verdict.reason = "question_not_covered"
     else:
-        verdict.supported = True
+        # What the question asks about (gateway/answers/question.py): its subject and qualifiers in the
+        # evidence (its sentences and their passages' titles), and an answer of the type it asks for.
+        from gateway.answers import question as asked_of
+
+        cited = list(dict.fromkeys(s.passage for s in found.sentences))
+        heads = [(titles or {}).get(p, "") for p in cited]
+        shown = " ".join(heads + [s.text for s in found.sentences])
+        whole = " ".join(heads + [s.text for s in numbered_sentences if s.passage in cited])
+        verdict.reason = asked_of.mismatch(asked_of.read(question), answer, shown, whole)
+        verdict.supported = verdict.reason is None
     return verdict

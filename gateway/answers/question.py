@@ -1,0 +1,182 @@
+"""What a question asks about, read by code: its subject, its qualifiers and the type of answer it wants.
+
+The evidence of a kept answer must hold them (gateway/answers/support.py); a 1.5B model answers "첫
+번째 콘서트" from the sentence on the second one, and 벨로스 왕국 from a sentence on another country.
+
+- **subject**: the noun phrases the question is about — its first phrase (up to the particle that ends
+  it: 은/는/이/가/의/에/에서/에게/을/를/로 …) and every phrase marked as a possessor (``…의``) — as their
+  content terms, and Latin-and-digit names whole (``W3`` is not ``W2``);
+- **qualifiers**: ordinals (첫/첫째/첫 번째/처음/최초 as 1, 두 번째 …, ``N번째``, ``N차``, ``N집``, ``N호``,
+  ``N호선``, 초대 as 1, 마지막) and years (``2019년``), each compared as a value: 첫번째 ≠ 두 번째;
+- **answer type**, from the question's wh-word and the word after it: ``몇 <unit>``/``얼마`` → a number
+  (with that unit when the answer writes one; a rank may be a word: 우승), ``언제``/``몇 년``/``몇 월``
+  → a date or a time, ``어디``/``누구``/``무엇``/``무슨``/``어떤`` → not a bare number or date.
+
+Rules stated before split A was run (bench/data/answers_near_a.json shaped them, split B reports them).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from gateway.answers import support
+
+_NATIVE_ORDINAL = {"첫": 1, "첫째": 1, "처음": 1, "최초": 1, "초대": 1, "두": 2, "둘째": 2, "세": 3, "셋째": 3,
+                   "네": 4, "넷째": 4, "다섯": 5, "다섯째": 5, "여섯": 6, "일곱": 7, "여덟": 8, "아홉": 9, "열": 10}
+_ORDINAL = re.compile(r"(?P<n>\d+|첫째|둘째|셋째|넷째|다섯째|첫|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*번\s*째"
+                      r"|(?<![가-힣])(?P<w>첫째|둘째|셋째|넷째|다섯째|처음|최초|초대|마지막)"
+                      r"|(?<![가-힣])(?P<first>첫)(?=\s*[가-힣])"
+                      r"|(?P<d>\d+)\s*(?P<u>번째|차|집|호선|호|회)(?=$|[^가-힣]|의|은|는|이|가|을|를|에|에서|과|와|도|로|까지)")
+_YEAR = re.compile(r"(?<!\d)(?P<y>\d{4})\s*년")
+_PLACEHOLDER = "qqq"
+# Particles that end a noun phrase (the subject's extent); longest first.
+_PHRASE_END = sorted(("은", "는", "이", "가", "의", "에", "에서", "에게", "을", "를", "로", "으로", "와", "과",
+                      "도", "에는", "에서는", "으로는", "이랑", "하고"), key=len, reverse=True)
+_LATIN_NAME = re.compile(r"[A-Za-z]+\d+[A-Za-z0-9]*|\d+[A-Za-z]+[A-Za-z0-9]*")
+_RANK_WORDS = ("우승", "준우승", "정상", "꼴찌")
+# The words a time is told in without digits (매달 보름, 입사 후, 다음 주, 방학 때): a 언제 answer holds one
+# as a word of its own, or a word ending in one of _TEMPORAL_END (매달, 월요일, 연말).
+_TEMPORAL_END = re.compile(r"(?:요일|달|월|일|년|주|말|초|때|날|철|기간|무렵|시즌|마다|까지|부터|이후|이전)$")
+_TEMPORAL = re.compile(r"매|보름|그믐|주|달|월|일|년|해|시|분|때|후|전|뒤|까지|부터|마다|오전|오후|아침|점심|저녁|밤|새벽|날"
+                       r"|요일|초|말|중순|하순|상순|분기|반기|학기|시즌|봄|여름|가을|겨울|방학|연휴|오늘|내일|어제|모레|지금"
+                       r"|곧|이번|다음|지난|당일|즉시|바로|언제든|수시|상시|마감|직후|직전|무렵|쯤|경")
+_WHEN = re.compile(r"언제|몇\s*(?:년\s*(?:도|에)|월|시(?!간))|며칠\s*에")
+_HOW_MANY = re.compile(r"몇\s*(?P<u>[가-힣A-Za-z%]+)?|얼마(?:나)?|며칠")
+_WHAT = re.compile(r"어디|누구|무엇|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a question asks about."""
+
+    subject: tuple[str, ...]  # content terms and whole names that must be in the evidence
+    ordinals: tuple[str, ...]  # normalised: "1번째", "2집", "last"
+    years: tuple[str, ...]
+    kind: str  # "number", "date", "name" or "" (not read)
+    unit: str  # the unit a "number" question asks for ("" none)
+
+
+def _norm(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+def ordinals(text: str) -> set[str]:
+    """The ordinals ``text`` writes, normalised (첫 번째, 첫째, 처음, 최초, 초대 → ``1번째``; 2집 → ``2집``)."""
+    out = set()
+    for m in _ORDINAL.finditer(_norm(text)):
+        if m["n"]:
+            n = int(m["n"]) if m["n"].isdigit() else _NATIVE_ORDINAL[m["n"]]
+            out.add(f"{n}번째")
+        elif m["w"]:
+            out.add("last" if m["w"] == "마지막" else f"{_NATIVE_ORDINAL[m['w']]}번째")
+        elif m["first"]:
+            out.add("1번째")
+        else:
+            unit = m["u"]
+            out.add(f"{int(m['d'])}{'번째' if unit in ('번째', '차', '회') else unit}")
+    return out
+
+
+def _phrases(question: str) -> list[str]:
+    """The subject's noun phrases: the first one, and every one marked as a possessor (…의)."""
+    words = _norm(question).split()
+    phrases: list[str] = []
+    current: list[str] = []
+    first_done = False
+    for word in words:
+        ending = next((e for e in _PHRASE_END if len(word) > len(e) and word.endswith(e)), "")
+        current.append(word[: -len(ending)] if ending else word)
+        if ending:
+            if not first_done or ending == "의":  # the first phrase, a possessor: its last words only
+                phrases.append(" ".join(current[-4:] if not first_done else current[-2:]))
+            first_done = True
+            current = []
+    return phrases  # a question with no phrase a particle ends (a keyword query) names no subject
+
+
+def read(question: str) -> Asked:
+    """The subject, qualifiers and answer type of ``question`` (see the module)."""
+    text = _norm(question)
+    subject: list[str] = []
+    # Qualifiers are checked as values: in the phrases they stand as a placeholder (its particle kept).
+    for phrase in _phrases(_ORDINAL.sub(_PLACEHOLDER, _YEAR.sub(_PLACEHOLDER, text))):
+        for word in phrase.casefold().split():
+            word = word.strip("'\"‘’“”「」『』()[]")
+            if word == _PLACEHOLDER or len(word) < 2 or word in support.STOP or word.isdigit():
+                continue
+            if (_LATIN_NAME.fullmatch(word) or not any(c.isdigit() for c in word)) and word not in subject:
+                subject.append(word)
+    kind, unit = "", ""
+    when = _WHEN.search(text)
+    many = _HOW_MANY.search(text)
+    if when and (many is None or when.start() <= many.start()):
+        kind = "date"
+    elif many:
+        kind = "number"
+        raw = (many["u"] or "") if many.group().startswith("몇") else ""
+        unit = next((support.UNIT_SAME.get(u, u) for u in (raw, raw[:2], raw[:1]) if u and support.UNIT.fullmatch(u)),
+                    "") if raw else ""
+        if raw in ("번째", "위", "등"):
+            unit = ""
+    elif _WHAT.search(text):
+        kind = "name"
+    return Asked(tuple(subject), tuple(sorted(ordinals(text))), tuple(m["y"] for m in _YEAR.finditer(text)),
+                 kind, unit)
+
+
+def _is_date(answer: str) -> bool:
+    from services.runtime.korean import dates
+
+    if re.search(r"\d", answer) or dates.time_of_day(answer):
+        return True
+    for word in _norm(answer).split():
+        stem = word
+        for _ in range(2):
+            ending = next((e for e in _PHRASE_END if len(stem) > len(e) and stem.endswith(e)), "")
+            stem = stem[: -len(ending)] if ending else stem
+        if _TEMPORAL.fullmatch(stem) or _TEMPORAL_END.search(stem):
+            return True
+    return False
+
+
+def _has_number(answer: str) -> bool:
+    from services.runtime.korean.numbers import numbers as numbers_in
+
+    return bool(numbers_in(answer)) or bool(re.search(r"\d|하나|둘|셋|넷|다섯|여섯|일곱|여덟|아홉|열|한|두|세|네",
+                                                      answer))
+
+
+def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = None) -> str | None:
+    """Which check refuses ``answer`` on ``evidence`` (sentences and their passage titles), or None.
+
+    ``passage``: the whole text of the evidence's passages (with their titles), where the subject is looked
+    for (a subject is often named once, in another sentence); the qualifiers are looked for in ``evidence``.
+
+    ``subject_not_in_evidence``: a subject term (or name) is not in the evidence; ``qualifier_mismatch``:
+    an ordinal or a year of the question is not the evidence's; ``answer_type``: the answer is not of the
+    type asked (or a number of another unit than the one asked).
+    """
+    haystack = "".join(_norm(passage if passage is not None else evidence).casefold().split())
+    for term in asked.subject:  # whole words: 강하늘 is not 강하은
+        if term not in haystack:
+            return "subject_not_in_evidence"
+    held = ordinals(evidence)
+    if any(o not in held for o in asked.ordinals):
+        return "qualifier_mismatch"
+    if any(y not in {m["y"] for m in _YEAR.finditer(_norm(evidence))} for y in asked.years):
+        return "qualifier_mismatch"
+    if asked.kind == "number":
+        if not _has_number(answer) and not any(w in answer for w in _RANK_WORDS):
+            return "answer_type"
+        if asked.unit:
+            units = {re.sub(r"^[\d.e+\-]+", "", n) for n in support.numbers(answer)}
+            units.discard("")
+            if units and asked.unit not in units:
+                return "answer_type"
+    elif asked.kind == "date" and not _is_date(answer):  # 언제: a date, a time or a word a time is told in
+        return "answer_type"
+    elif asked.kind == "name" and not support.terms(answer) and re.search(r"\d", answer):
+        return "answer_type"  # a place, a person or a name asked: a bare number or date is not one
+    return None
