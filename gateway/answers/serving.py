@@ -21,8 +21,8 @@ from prometheus_client import Counter
 from clients.reasoning import ChatMessage
 from gateway.access.context import require_read
 from gateway.answers import packing, relevance, support
-from gateway.answers import question as asked
 from gateway.answers import protocol as api
+from gateway.answers import question as asked
 from gateway.answers.cache import AnswerCache, Hit, scope_of
 from gateway.config import GatewaySettings
 from gateway.files.serving import page_of
