@@ -40,6 +40,8 @@ from gateway.search.serving import Search
 TRACER = trace.get_tracer("gateway")
 ANSWERS = Counter("mesh_gateway_answers", "grounded answers by outcome", ["outcome"])
 CITATIONS_REMOVED = Counter("mesh_gateway_answer_citations_removed", "citations that named no passage, removed")
+REFUSED_BY = Counter("mesh_gateway_answer_checks_refused", "answers the model proposed that a support check refused",
+                     ["check"])
 for _outcome in ("answered", "no_passages", "not_relevant", "not_in_passages", "unsupported", "failed"):
     ANSWERS.labels(_outcome)
 
@@ -301,6 +303,8 @@ class Answers:
             check_ms = round((time.perf_counter() - t) * 1e3, 3)
             answerable = verdict.supported
             answer = proposed if answerable else ""
+            if not answerable and verdict.reason:
+                REFUSED_BY.labels(verdict.reason).inc()
         if answerable:
             reason = "answered"
         elif verdict is not None:
