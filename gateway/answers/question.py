@@ -31,6 +31,8 @@ _ORDINAL = re.compile(r"(?P<n>\d+|첫째|둘째|셋째|넷째|다섯째|첫|두|
                       r"|(?P<d>\d+)\s*(?P<u>번째|차|집|호선|호|회)(?=$|[^가-힣]|의|은|는|이|가|을|를|에|에서|과|와|도|로|까지)")
 _YEAR = re.compile(r"(?<!\d)(?P<y>\d{4})\s*년")
 _PLACEHOLDER = "qqq"
+# Endings that join clauses (직원인데, 가는데, 있지만, 하면서): a word ending in one is a predicate.
+_CONNECTIVES = ("인데", "는데", "은데", "지만", "면서", "니까", "다가", "려고", "도록", "해서", "하고", "하면", "으면")
 # Particles that end a noun phrase (the subject's extent); longest first.
 _PHRASE_END = sorted(("은", "는", "이", "가", "의", "에", "에서", "에게", "을", "를", "로", "으로", "와", "과",
                       "도", "에는", "에서는", "으로는", "이랑", "하고"), key=len, reverse=True)
@@ -104,8 +106,9 @@ def read(question: str) -> Asked:
     for phrase in _phrases(_ORDINAL.sub(_PLACEHOLDER, _YEAR.sub(_PLACEHOLDER, text))):
         for word in phrase.casefold().split():
             word = word.strip("'\"‘’“”「」『』()[]")
-            if word == _PLACEHOLDER or len(word) < 2 or word in support.STOP or word.isdigit():
-                continue
+            if word == _PLACEHOLDER or len(word) < 2 or word in support.STOP or word.isdigit() \
+                    or word.endswith(_CONNECTIVES):
+                continue  # "직원인데": a clause's predicate inside the phrase, not a name
             if (_LATIN_NAME.fullmatch(word) or not any(c.isdigit() for c in word)) and word not in subject:
                 subject.append(word)
     kind, unit = "", ""

@@ -44,3 +44,8 @@ def test_a_kept_answer_now_names_the_check_that_refused_it():
     kept = check("올림픽홀", [1], sentences, "그룹의 두 번째 단독 콘서트가 열린 곳은?", {1: "그룹 콘서트"})
     refused = check("올림픽홀", [1], sentences, "그룹의 첫번째 단독 콘서트가 열린 곳은?", {1: "그룹 콘서트"})
     assert kept.supported and not refused.supported and refused.reason == "qualifier_mismatch"
+
+
+def test_a_clause_joined_inside_the_first_phrase_is_not_part_of_the_subject():
+    asked = read("한결소프트 직원인데 배우자가 아이를 낳으면 유급으로 며칠 쉴 수 있어요?")
+    assert "직원인데" not in asked.subject and "한결소프트" in asked.subject
