@@ -25,18 +25,19 @@ from gateway.answers import support
 
 _NATIVE_ORDINAL = {"첫": 1, "첫째": 1, "처음": 1, "최초": 1, "초대": 1, "두": 2, "둘째": 2, "세": 3, "셋째": 3,
                    "네": 4, "넷째": 4, "다섯": 5, "다섯째": 5, "여섯": 6, "일곱": 7, "여덟": 8, "아홉": 9, "열": 10}
-_ORDINAL = re.compile(r"(?P<n>\d+|첫째|둘째|셋째|넷째|다섯째|첫|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*번\s*째"
+_ORDINAL = re.compile(r"(?P<n>(?<!\d)\d++|첫째|둘째|셋째|넷째|다섯째|첫|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*+번\s*+째"
                       r"|(?<![가-힣])(?P<w>첫째|둘째|셋째|넷째|다섯째|처음|최초|초대|마지막)"
                       r"|(?<![가-힣])(?P<first>첫)(?=\s*[가-힣])"
-                      r"|(?P<d>\d+)\s*(?P<u>번째|차|집|호선|호|회)(?=$|[^가-힣]|의|은|는|이|가|을|를|에|에서|과|와|도|로|까지)")
+                      r"|(?<!\d)(?P<d>\d++)\s*+(?P<u>번째|차|집|호선|호|회)(?=$|[^가-힣]|의|은|는|이|가|을|를|에|에서|과|와|도|로|까지)")
 _YEAR = re.compile(r"(?<!\d)(?P<y>\d{4})\s*년")
 _PLACEHOLDER = "qqq"
+_WH = re.compile(r"몇|며칠|얼마|언제|어디|누구|무엇|무슨|어떤|어느|뭐")
 # Endings that join clauses (직원인데, 가는데, 있지만, 하면서): a word ending in one is a predicate.
 _CONNECTIVES = ("인데", "는데", "은데", "지만", "면서", "니까", "다가", "려고", "도록", "해서", "하고", "하면", "으면")
 # Particles that end a noun phrase (the subject's extent); longest first.
 _PHRASE_END = sorted(("은", "는", "이", "가", "의", "에", "에서", "에게", "을", "를", "로", "으로", "와", "과",
                       "도", "에는", "에서는", "으로는", "이랑", "하고"), key=len, reverse=True)
-_LATIN_NAME = re.compile(r"[A-Za-z]+\d+[A-Za-z0-9]*|\d+[A-Za-z]+[A-Za-z0-9]*")
+_LATIN_NAME = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]++\d|\d++[A-Za-z])[A-Za-z0-9]*+")
 _RANK_WORDS = ("우승", "준우승", "정상", "꼴찌")
 # The words a time is told in without digits (매달 보름, 입사 후, 다음 주, 방학 때): a 언제 answer holds one
 # as a word of its own, or a word ending in one of _TEMPORAL_END (매달, 월요일, 연말).
@@ -87,10 +88,13 @@ def _phrases(question: str) -> list[str]:
     phrases: list[str] = []
     current: list[str] = []
     first_done = False
-    for word in words:
+    for i, word in enumerate(words):
         ending = next((e for e in _PHRASE_END if len(word) > len(e) and word.endswith(e)), "")
         current.append(word[: -len(ending)] if ending else word)
         if ending:
+            if not first_done and ending != "의" and len(current) > 1 and i + 1 < len(words) \
+                    and _WH.match(words[i + 1]):
+                current = current[:-1]  # "배송 기간은 며칠": the word just before the question word is what it asks
             if not first_done or ending == "의":  # the first phrase, a possessor: its last words only
                 phrases.append(" ".join(current[-4:] if not first_done else current[-2:]))
             first_done = True

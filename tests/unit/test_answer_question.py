@@ -49,3 +49,8 @@ def test_a_kept_answer_now_names_the_check_that_refused_it():
 def test_a_clause_joined_inside_the_first_phrase_is_not_part_of_the_subject():
     asked = read("한결소프트 직원인데 배우자가 아이를 낳으면 유급으로 며칠 쉴 수 있어요?")
     assert "직원인데" not in asked.subject and "한결소프트" in asked.subject
+
+
+def test_the_word_a_question_word_asks_about_is_not_its_subject():
+    assert read("배송 기간은 며칠인가요?").subject == ("배송",)  # 기간: what is asked, in other words in the text
+    assert read("벨로스 왕국 정부가 실패했다고 주장한 기관은?").subject == ("벨로스", "왕국", "정부")

@@ -79,7 +79,8 @@ PATTERNS = collect()
 ANCHORED = {"services.runtime.korean.amounts:_TAIL", "services.runtime.korean.amounts:literal1",
             "services.runtime.korean.dates:_RANGE_SPLIT", "services.runtime.korean.dates:_WEEKDAY_PAREN",
             "services.runtime.korean.dates:_DATE_TIME_GAP", "services.reasoning.completer:CHOICE",
-            "services.ocr.pii.recognizers:_TITLE_NAME"}
+            "services.ocr.pii.recognizers:_TITLE_NAME", "services.runtime.korean.dates:_QUANTITY_AFTER",
+            "services.runtime.korean.dates:_DATE_AFTER"}
 WINDOWED = {f"services.runtime.korean.dates:{name}" for name in
             ("_DAY_ONLY_BEFORE", "_WEEK_BEFORE", "_WEEKEND_BEFORE", "_MONTH_EDGE_BEFORE", "_MER_BEFORE")}
 
