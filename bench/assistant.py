@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -83,6 +84,13 @@ def judge(expect: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
     if want is not None and got["tool"] == want and expect.get("args"):
         text = json.dumps(got["arguments"], ensure_ascii=False) + got.get("result", "")
         v["right_args"] = all(str(value) in text for value in expect["args"].values())
+    said = (got["answer"]["text"] if got.get("answer") else got.get("reply")) or ""
+    if said:
+        v["korean"] = bool(re.search(r"[가-힣]", said))  # the person wrote Korean: the reply follows
+    if expect.get("leans_on") not in (None, "none"):  # a follow-up on an earlier answer or tool result
+        refused = got.get("answer") is not None and not got["answer"]["answerable"]
+        v["followed"] = (refused if expect.get("answerable") is False else
+                         bool(said) and not refused and all(s in said for s in expect.get("expect_in_answer", [])))
     if want == "search" and got["tool"] == "search" and got["answer"] is not None:
         a = got["answer"]
         cited = {c["id"] for c in a["citations"]}
@@ -124,6 +132,8 @@ def summary(runs: list[dict]) -> dict[str, Any]:
             "unanswerable_refused": share([v["handled"] for v in vs if v.get("answerable") is False]),
             "citation_precision": round(statistics.mean(ps), 3) if (ps := [v["citation_precision"] for v in vs
                                                                            if "citation_precision" in v]) else None,
+            "follow_ups_answered": share([v["followed"] for v in vs if "followed" in v]),
+            "replies_in_korean": share([v["korean"] for v in vs if "korean" in v]),
             "errors": [r["got"]["error"] for r in runs if r["got"]["error"]],
             "first_event_ms_no_tool_p50": p50([r["got"]["first_ms"] for r in no_tool if r["got"].get("first_ms")]),
             "turn_ms_search_p50": p50([r["got"]["turn_ms"] for r in searches]),
@@ -185,8 +195,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="assistant")
     parser.add_argument("--cache-only", action="store_true", help="only the tool cache's timing (no model)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--sessions-file", type=Path, default=None,
+                        help="sessions of another split (its `sessions`), run as the split `followups` "
+                             "(e.g. bench/data/assistant_followups.json with --splits followups)")
     args = parser.parse_args(argv)
     data = json.loads((DATA / "assistant_eval.json").read_text(encoding="utf-8"))
+    if args.sessions_file is not None:
+        extra = json.loads(args.sessions_file.read_text(encoding="utf-8"))
+        data["followups"], data["reference_date"] = extra["sessions"], extra["reference_date"]
     docs = json.loads((DATA / "assistant_docs.json").read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-assistant-"))
     backend = ToolBackendStandIn()
@@ -231,7 +247,8 @@ def main(argv: list[str] | None = None) -> None:
         backend.close()
     rows = [[split, str(s["turns"]), *(f"{s[k]}" for k in ("right_tool", "right_args", "no_call_when_none_needed",
                                                              "answerable_answered", "unanswerable_refused",
-                                                             "citation_precision", "first_event_ms_no_tool_p50",
+                                                             "citation_precision", "follow_ups_answered",
+                                                             "replies_in_korean", "first_event_ms_no_tool_p50",
                                                              "turn_ms_search_p50", "turn_ms_p50")),
              str(len(s["errors"]))] for split in out["splits"] for s in [out[split]["summary"]]]
     ex = out["extras"]
@@ -241,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{data['reference_date']}.", "",
             md_table(["split", "turns", "right tool %", "right arguments %", "no call when none needed %",
                       "answerable answered %", "unanswerable refused %", "citation precision",
-                      "first event, no tool, ms p50", "turn with search ms p50", "turn ms p50", "errors"], rows), "",
+                      "follow-ups answered %", "replies in Korean %", "first event, no tool, ms p50", "turn with search ms p50", "turn ms p50", "errors"], rows), "",
             f"- A repeated backend call (the same message twice in one session): cached="
             f"{ex['cache_second_call']['cached']}, the tool's own time {ex['cache_second_call']['tool_ms'][1]} ms "
             f"(first call {ex['cache_second_call']['tool_ms'][0]} ms), the turn "
