@@ -258,7 +258,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{data['reference_date']}.", "",
             md_table(["split", "turns", "right tool %", "right arguments %", "no call when none needed %",
                       "answerable answered %", "unanswerable refused %", "citation precision",
-                      "follow-ups answered %", "replies in Korean %", "first event, no tool, ms p50", "turn with search ms p50", "turn ms p50", "errors"], rows), "",
+                      "follow-ups answered %", "replies in Korean %", "first event, no tool, ms p50",
+                      "turn with search ms p50", "turn ms p50", "errors"], rows), "",
             f"- A repeated backend call (the same message twice in one session): cached="
             f"{ex['cache_second_call']['cached']}, the tool's own time {ex['cache_second_call']['tool_ms'][1]} ms "
             f"(first call {ex['cache_second_call']['tool_ms'][0]} ms), the turn "
