@@ -23,16 +23,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-log = logging.getLogger(__name__)
+from gateway.watched_file import WatchedFile
+
 ANONYMOUS = "anonymous"  # the caller's id when no keys are configured
 GROUPS = ("search", "llm", "files", "admin")
 Group = Literal["search", "llm", "files", "admin"]
@@ -151,49 +150,23 @@ def parse_keys(text: str) -> list[tuple[bytes, Principal]]:
     return [(digest(k), Principal(key_id(k))) for k in keys]
 
 
-def _one_line(err: Exception) -> str:
-    """An error of the file as one line (a validation error: where and what, e.g. ``keys.0.groups.0: Input …``)."""
-    if isinstance(err, ValidationError):
-        first = err.errors()[0]
-        return ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
-    return str(err).splitlines()[0] if str(err) else type(err).__name__
-
-
 class ApiKeys:
     """The accepted keys (from the environment and the keys file), as digests; empty means authentication is off."""
 
     def __init__(self, inline: list[str], file: Path | None = None) -> None:
         self._inline = [(digest(k), Principal(key_id(k))) for k in inline if k]
         self.file = file
-        self._from_file: list[tuple[bytes, Principal]] = []
-        self._mtime: float | None = None
-        self._looked = 0.0
-        if file is not None:  # a bad file at start stops the gateway, in one line
-            try:
-                self._from_file = parse_keys(file.read_text(encoding="utf-8"))
-                self._mtime = file.stat().st_mtime
-            except (OSError, ValueError, yaml.YAMLError, ValidationError) as err:
-                raise KeyFileError(f"{file.name}: {_one_line(err)}") from None
+        self._file: WatchedFile[list[tuple[bytes, Principal]]] = WatchedFile(file, parse_keys, [], "API keys file",
+                                                                                KeyFileError)
 
     @classmethod
     def load(cls, inline: str, file: Path | None) -> ApiKeys:
         """Keys from the comma-separated setting and the file."""
         return cls([k.strip() for k in inline.split(",") if k.strip()], file)
 
-    def _refresh(self) -> None:
-        now = time.monotonic()
-        if self.file is None or now - self._looked < 1.0:
-            return
-        self._looked = now
-        try:
-            mtime = self.file.stat().st_mtime
-            if mtime == self._mtime:
-                return
-            self._mtime = mtime
-            self._from_file = parse_keys(self.file.read_text(encoding="utf-8"))
-            log.info("API keys reloaded", extra={"keys": len(self._from_file)})
-        except (OSError, ValueError, yaml.YAMLError, ValidationError) as err:
-            log.warning("keys file not reloaded, the previous keys stand: %s", _one_line(err))
+    @property
+    def _from_file(self) -> list[tuple[bytes, Principal]]:
+        return self._file.value
 
     @property
     def enabled(self) -> bool:
@@ -206,14 +179,12 @@ class ApiKeys:
 
     def by_id(self, kid: str) -> Principal | None:
         """The principal of a key id (a job's owner, run later by a worker); None when no key has it now."""
-        self._refresh()
         if not self.enabled:
             return ALL_ACCESS if kid == ANONYMOUS else None
         return next((p for _, p in [*self._inline, *self._from_file] if p.id == kid), None)
 
     def identify(self, headers: Any) -> Principal | None:
         """The principal of the accepted key the request carries (``X-API-Key`` or ``Authorization: Bearer``)."""
-        self._refresh()
         given = headers.get("x-api-key")
         if given is None:
             scheme, _, token = (headers.get("authorization") or "").partition(" ")

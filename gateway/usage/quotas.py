@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import calendar
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.usage.ledger import Period
-
-log = logging.getLogger(__name__)
+from gateway.watched_file import WatchedFile
 
 
 class QuotaFileError(ValueError):
@@ -87,41 +85,18 @@ def windows(key_id: str, quota: Quota, now: float) -> list[Window]:
 
 
 class Quotas:
-    """The quota file, read again when it changes."""
+    """The quota file, read again when it changes (gateway/watched_file.py)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._file = QuotaFile()
-        self._mtime: float | None = None
-        self._looked = 0.0
-        if path is not None:  # a bad file at start stops the gateway, in one line
-            try:
-                self._file = self._parse(path.read_text(encoding="utf-8"))
-                self._mtime = path.stat().st_mtime
-            except (OSError, ValueError, yaml.YAMLError, ValidationError) as err:
-                raise QuotaFileError(f"{path.name}: {str(err).splitlines()[0]}") from None
+        self._file = WatchedFile(path, self._parse, QuotaFile(), "quotas file", QuotaFileError)
 
     @staticmethod
     def _parse(text: str) -> QuotaFile:
         raw: Any = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
         return QuotaFile.model_validate(raw or {})
 
-    def _refresh(self) -> None:
-        now = time.monotonic()
-        if self.path is None or now - self._looked < 1.0:
-            return
-        self._looked = now
-        try:
-            mtime = self.path.stat().st_mtime
-            if mtime == self._mtime:
-                return
-            self._mtime = mtime
-            self._file = self._parse(self.path.read_text(encoding="utf-8"))
-            log.info("quotas reloaded", extra={"keys": len(self._file.keys)})
-        except (OSError, ValueError, yaml.YAMLError, ValidationError) as err:
-            log.warning("quotas file not reloaded, the previous quotas stand: %s", str(err).splitlines()[0])
-
     def of(self, key_id: str) -> Quota:
         """The quota of a key (the file's default when the key is not listed)."""
-        self._refresh()
-        return self._file.keys.get(key_id, self._file.default)
+        file = self._file.value
+        return file.keys.get(key_id, file.default)
