@@ -195,6 +195,7 @@ class RedisKeyValue(KeyValue):
 
         self._redis = redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                      decode_responses=True)
+        self._hsetnx_unless = self._redis.register_script(HSETNX_UNLESS)  # EVALSHA: the script sent once
 
     async def _call(self, op):
         try:
@@ -217,7 +218,7 @@ class RedisKeyValue(KeyValue):
 
     async def hsetnx_unless(self, key: str, field: str, value: str, ttl_s: int,  # noqa: D102
                             guard: str) -> bool | None:
-        got = await self._call(self._redis.eval(HSETNX_UNLESS, 1, key, field, value, ttl_s, guard))
+        got = await self._call(self._hsetnx_unless(keys=[key], args=[field, value, ttl_s, guard]))
         return None if int(got) < 0 else bool(int(got))
 
     async def hset(self, key: str, field: str, value: str, ttl_s: int) -> None:  # noqa: D102
