@@ -10,7 +10,7 @@ The evidence of a kept answer must hold them (gateway/answers/support.py); a 1.5
   ``N호선``, 초대 as 1, 마지막) and years (``2019년``), each compared as a value: 첫번째 ≠ 두 번째;
 - **answer type**, from the question's wh-word and the word after it: ``몇 <unit>``/``얼마`` → a number
   (with that unit when the answer writes one; a rank may be a word: 우승), ``언제``/``몇 년``/``몇 월``
-  → a date or a time, ``어디``/``누구``/``무엇``/``무슨``/``어떤`` → not a bare number or date.
+  → a date or a time, ``어디``/``누구``/``누가``/``무엇``/``무슨``/``어떤`` → not a bare number or date.
 
 Rules stated before split A was run (bench/data/answers_near_a.json shaped them, split B reports them).
 """
@@ -32,7 +32,7 @@ _ORDINAL = re.compile(r"(?P<n>(?<!\d)\d++|첫째|둘째|셋째|넷째|다섯째|
                       r"|(?<!\d)(?P<d>\d++)\s*+(?P<u>번째|차|집|호선|호|회)(?=$|[^가-힣]|의|은|는|이|가|을|를|에|에서|과|와|도|로|까지)")
 _YEAR = re.compile(r"(?<!\d)(?P<y>\d{4})\s*년")
 _PLACEHOLDER = "qqq"
-_WH = re.compile(r"몇|며칠|얼마|언제|어디|누구|무엇|무슨|어떤|어느|뭐")
+_WH = re.compile(r"몇|며칠|얼마|언제|어디|누구|누가|무엇|무슨|어떤|어느|뭐")
 # Endings that join clauses (직원인데, 가는데, 있지만, 하면서): a word ending in one is a predicate.
 _CONNECTIVES = ("인데", "는데", "은데", "지만", "면서", "니까", "다가", "려고", "도록", "해서", "하고", "하면", "으면")
 # Particles that end a noun phrase (the subject's extent); longest first.
@@ -48,7 +48,7 @@ _TEMPORAL = re.compile(r"매|보름|그믐|주|달|월|일|년|해|시|분|때|�
                        r"|곧|이번|다음|지난|당일|즉시|바로|언제든|수시|상시|마감|직후|직전|무렵|쯤|경")
 _WHEN = re.compile(r"언제|몇\s*(?:년\s*(?:도|에)|월|시(?!간))|며칠\s*에")
 _HOW_MANY = re.compile(r"몇\s*(?P<u>[가-힣A-Za-z%]+)?|얼마(?:나)?|며칠")
-_WHAT = re.compile(r"어디|누구|무엇|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
+_WHAT = re.compile(r"어디|누구|누가|무엇|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
 
 
 @dataclass(frozen=True)
@@ -175,16 +175,21 @@ def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = Non
         return "qualifier_mismatch"
     if any(y not in {m["y"] for m in _YEAR.finditer(_norm(evidence))} for y in asked.years):
         return "qualifier_mismatch"
+    return "answer_type" if not of_type(asked, answer) else None
+
+
+def of_type(asked: Asked, answer: str) -> bool:
+    """Whether ``answer`` is of the type the question asks (a number of the unit asked, a date, a name)."""
     if asked.kind == "number":
         if not _has_number(answer) and not any(w in answer for w in _RANK_WORDS):
-            return "answer_type"
+            return False
         if asked.unit:
             units = {re.sub(r"^[\d.e+\-]+", "", n) for n in support.numbers(answer)}
             units.discard("")
             if units and asked.unit not in units:
-                return "answer_type"
+                return False
     elif asked.kind == "date" and not _is_date(answer):  # 언제: a date, a time or a word a time is told in
-        return "answer_type"
+        return False
     elif asked.kind == "name" and not support.terms(answer) and re.search(r"\d", answer):
-        return "answer_type"  # a place, a person or a name asked: a bare number or date is not one
-    return None
+        return False  # a place, a person or a name asked: a bare number or date is not one
+    return True

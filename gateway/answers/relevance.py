@@ -14,13 +14,12 @@ answers-ko **tune** split (retrieval only, follow-ups left out) and never on a s
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.answers.packing import Passage
-from gateway.answers.support import present, terms
+from gateway.answers.support import present, squash, terms
 
 FEATURES = ("cos1", "margin", "cover_top", "cover_all", "legs_agree")  # every signal computed
 
@@ -59,17 +58,13 @@ class Relevance:
         return self.score >= self.threshold
 
 
-def _squash(text: str) -> str:
-    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def features(question: str, hits: Sequence[HitLike], passages: Sequence[Passage]) -> dict[str, float]:
     """The signals for ``question`` over the hits kept (best first) and the passages packed from them."""
     cosines = sorted((h.dense_score for h in hits if h.dense_score is not None), reverse=True)
     cos1 = cosines[0] if cosines else 0.0
     margin = cos1 - cosines[1] if len(cosines) > 1 else cos1
     wanted = terms(question)
-    texts = [_squash(p.text) for p in passages]
+    texts = [squash(p.text) for p in passages]
 
     def share(haystacks: list[str]) -> float:
         if not wanted:

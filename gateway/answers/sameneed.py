@@ -32,11 +32,6 @@ import unicodedata
 from gateway.answers import support
 from services.runtime.korean.numbers import native_at
 
-
-def _squash(text: str) -> str:
-    return "".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 # Endings after a noun: particles, the copula, and 하다/되다 (the noun before them is the term).
 NOUN_ENDINGS = sorted({
     "은", "는", "이", "가", "을", "를", "에", "에서", "에게", "께", "의", "로", "으로", "와", "과", "도", "만", "까지",
@@ -91,7 +86,7 @@ def same_need(new: str, cached: str, passages: str, cited: str) -> str | None:
     """
     if question_numbers(new) != question_numbers(cached):
         return "numbers"
-    new_sq, cached_sq, passages_sq, cited_sq = _squash(new), _squash(cached), _squash(passages), _squash(cited)
+    new_sq, cached_sq, passages_sq, cited_sq = (support.squash(t) for t in (new, cached, passages, cited))
     added = [t for t in terms(new) if not support.present(t, cached_sq)]
     if any(support.present(t, passages_sq) and not support.present(t, cited_sq) for t in added):
         return "new_term"

@@ -342,7 +342,10 @@ class Answers:
 
     async def answer(self, body: api.AnswerRequest, deadline: Deadline) -> api.AnswerResponse:
         """The whole answer (an answer breaking its schema is regenerated once by the service)."""
-        p = await self.prepare(body, deadline)
+        return await self.finish(await self.prepare(body, deadline), deadline)
+
+    async def finish(self, p: Prepared | Served, deadline: Deadline) -> api.AnswerResponse:
+        """The answer to a prepared question: the cache's, a refusal without passages, or the checked one."""
         if isinstance(p, Served):
             return p.response
         if not p.passages or (p.relevance is not None and not p.relevance.relevant):

@@ -52,7 +52,7 @@ SUFFIXES = sorted({
 }, key=len, reverse=True)
 # Words that ask rather than say what: never a content term.
 STOP = {
-    "무엇", "무슨", "어떤", "어떻게", "어디", "어디서", "언제", "얼마", "얼마나", "몇", "누구", "왜", "어느",
+    "무엇", "무슨", "어떤", "어떻게", "어디", "어디서", "언제", "얼마", "얼마나", "몇", "누구", "누가", "왜", "어느",
     "뭐", "뭔가", "있나", "없나", "있어", "없어", "있는", "없는", "있습", "없습",
     "되나", "하나", "알려", "알려줘", "주세요",
     "싶어", "싶은", "궁금", "그", "이", "저", "것", "수", "때", "좀", "혹시", "정도", "경우", "대한", "관련",
@@ -115,7 +115,8 @@ def clean(answer: str) -> str:
     return re.sub(r"(?<!\s)\s++([.,!?。])", r"\1", " ".join(MARKERS.sub(" ", answer).split())).strip()
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
+    """``text`` compared as terms are: NFKC, case folded, white space removed."""
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -171,7 +172,7 @@ def _value(number: str) -> str:
     return re.sub(r"(?<![^\d.e+\-])[^\d.e+\-]++$", "", number)
 
 
-def _held(number: str, written: set[str]) -> bool:
+def holds_number(number: str, written: set[str]) -> bool:
     """Whether the evidence holds ``number``: the same value and unit, or a bare value on either side."""
     if number in written:
         return True
@@ -192,13 +193,13 @@ class _Support:
 
 def _support(answer: str, sentences: list[Sentence], claim: list[str] | None = None) -> _Support:
     text = " ".join(s.text for s in sentences)
-    haystack, written = _squash(text), set(numbers(text))
+    haystack, written = squash(text), set(numbers(text))
     a_terms = terms(answer)
     if claim:  # a bare "네": every term of what it affirms (the question) must be there
         share = 1.0 if all(present(t, haystack) for t in claim) else 0.0
     else:
         share = sum(present(t, haystack) for t in a_terms) / len(a_terms) if a_terms else 1.0
-    return _Support(sentences, [n for n in numbers(answer) if not _held(n, written)], round(share, 3))
+    return _Support(sentences, [n for n in numbers(answer) if not holds_number(n, written)], round(share, 3))
 
 
 def bare(answer: str) -> bool:
@@ -249,11 +250,11 @@ def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence
             found, located = better, True
     if found is None:
         return Verdict(False, "no_evidence", removed=removed)
-    haystack = _squash(" ".join(s.text for s in found.sentences))
+    haystack = squash(" ".join(s.text for s in found.sentences))
     passages: dict[int, list[str]] = {}
     for s in numbered_sentences:
         passages.setdefault(s.passage, []).append(s.text)
-    texts = [_squash(" ".join(v)) for v in passages.values()]
+    texts = [squash(" ".join(v)) for v in passages.values()]
     q_terms = terms(question)
     found_in = {t: sum(present(t, h) for h in texts) for t in q_terms}
     telling = [t for t in q_terms if 0 < found_in[t] < len(texts)] or [t for t in q_terms if found_in[t]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -42,6 +43,9 @@ class AssistantTurn(BaseModel):
     arguments: dict | None = None
     reply: str
     citations: list[str] = Field(default_factory=list)
+    answered_from: Literal["search", "tool", "session", "model"] | None = Field(
+        None, description="where the reply came from: a checked search answer, the model after a tool, an earlier "
+                          "result of the session that code found holds it, or the model alone (no document needed)")
 
 
 class SessionState(BaseModel):

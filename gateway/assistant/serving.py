@@ -6,10 +6,13 @@ One turn (``POST /v1/assistant/sessions/{id}/messages``, SSE):
    message, with the session's tools; it either replies (``delta`` events) or calls one tool, its
    arguments checked by the reasoning service as on ``/v1/chat/completions`` (schema, Korean amounts
    and dates by code, ungrounded calls refused). Code then checks the choice: a date task for a message
-   naming no date or time is refused (``tool_refused``) and the model asked again without it; a direct
+   naming no date or time is refused (``tool_refused``) and the model asked again without it. A direct
    reply to a message that asks for information (services/runtime/korean/questions.py) while the
-   session may search becomes a search (``tool_call`` with ``"by": "code"``): that reply would be facts
-   no code checked;
+   session may search is kept when what the session already holds supports it (an earlier tool result
+   or checked answer: gateway/assistant/held.py) or when the documents are about something else (no word
+   of the message in what a search finds, and the relevance decision says they cannot answer: "오늘 저녁
+   뭐 먹지?"); otherwise it becomes a search (``tool_call`` with ``"by": "code"``): that reply would be
+   facts no code checked;
 2. ``tool_call`` names the call; the server runs it:
    - ``search``: the grounded-answer code over the session's first collection (``/v1/answers``: evidence
      sentences, numbers, abstention): ``tool_result`` then ``answer`` with the checked text and its
@@ -18,12 +21,16 @@ One turn (``POST /v1/assistant/sessions/{id}/messages``, SSE):
    - a declared task (``calendar_parse``, ``resume_analysis`` …) or a backend tool: ``tool_result`` (a
      summary, not a large payload), then the model again with the result: another tool (at most
      ``tool_rounds`` a turn; the same call twice is not run again) or its reply (``delta`` events);
-3. ``done`` with the turn's usage and timings; or ``error`` (the ErrorBody shape). A failed tool is
+3. ``done`` with the turn's usage, timings and ``answered_from`` (``search``: a checked answer; ``tool``:
+   the model's reply after a tool; ``session``: a reply code found in the session's earlier results;
+   ``model``: a reply no document was needed for); or ``error`` (the ErrorBody shape). A failed tool is
    shown to the model once (``tool_result`` with ``error``), which then replies without tools, and
    the turn ends with the ``error`` event.
 
 The turn is kept in the sessions store (its number claimed once, as interview turns are), at most
-``max_turns`` of them per session.
+``max_turns`` of them per session, with its evidence (the tool's result or the checked answer's
+sentences, :mod:`gateway.assistant.held`): the model sees the latest turns' evidence as the tool results
+they were, and a follow-up search is rewritten with the earlier turns and their results.
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ from clients.reasoning import ChatMessage, Delta, Done, Options, StreamError, To
 from gateway.access.context import owner, require_read
 from gateway.access.keys import ANONYMOUS
 from gateway.answers import protocol as answers_api
-from gateway.answers.serving import Answers
+from gateway.answers.serving import Answers, Prepared, Served
+from gateway.answers.support import present, squash, terms
+from gateway.assistant import held
 from gateway.assistant import protocol as api
 from gateway.assistant.backend_tools import BackendTools, ToolError
 from gateway.http.deadline import Deadline
@@ -62,6 +71,7 @@ SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 �
           "- 날짜나 시간이 있는 일정을 등록해 달라는 말: calendar_parse\n"
           "- 이력서와 공고를 함께 주며 분석해 달라는 말: resume_analysis\n"
           "- 채용 공고를 찾아 달라는 말: 공고 검색 도구\n"
+          "- 앞에서 찾은 결과나 답에 이미 있는 것을 다시 묻는 말: 도구 없이 그 결과로 답합니다.\n"
           "- 인사, 감사, 감정 이야기: 도구 없이 직접 답합니다.")
 SEARCH = Tool("search", "회사 정보, 채용 절차, 복지, 이력서·면접·연봉 협상 요령 문서에서 질문의 답을 찾습니다.",
               {"type": "object", "additionalProperties": False, "required": ["query"],
@@ -207,10 +217,18 @@ class Assistant:
                                 earlier_turns=min(turns) - 1 if turns else 0, expires_in_s=left)
 
     def _messages(self, meta: dict, turns: dict[int, dict], text: str) -> list[ChatMessage]:
+        """The instructions, the last turns (the latest evidence as the tool results they were), the message."""
         system = SYSTEM + (f"\n{meta['system']}" if meta["system"] else "")
         out = [ChatMessage("system", system)]
+        shown = [k for k in sorted(turns) if turns[k].get("evidence")][-held.EVIDENCE_TURNS:]
         for n in sorted(turns)[-self.history_turns:]:
-            out += [ChatMessage("user", turns[n]["text"]), ChatMessage("assistant", turns[n]["reply"])]
+            turn = turns[n]
+            out.append(ChatMessage("user", turn["text"]))
+            if n in shown and turn.get("tool"):
+                call = ToolCall(f"t{n}", turn["tool"], json.dumps(turn.get("arguments") or {}, ensure_ascii=False))
+                out += [ChatMessage("assistant", tool_calls=(call,)),
+                        ChatMessage("tool", turn["evidence"], tool_call_id=call.id, name=call.name)]
+            out.append(ChatMessage("assistant", turn["reply"]))
         return [*out, ChatMessage("user", text)]
 
     async def session(self, sid: str) -> tuple[dict, dict[int, dict]]:
@@ -226,7 +244,8 @@ class Assistant:
         offered = [available[t] for t in meta["tools"] if t in available]
         convo = self._messages(meta, turns, body.text)
         record: dict[str, Any] = {"text": body.text, "tool": None, "arguments": None, "reply": "", "citations": [],
-                                  "calls": []}
+                                  "calls": [], "evidence": "", "answered_from": "model"}
+        prepared: Prepared | Served | None = None  # the search code prepared to decide on a reply
         usage: list[Any] = []
         timings: dict[str, float] = {}
         seen: set[str] = set()  # calls already run this turn (tool + canonical arguments)
@@ -270,9 +289,17 @@ class Assistant:
                 timings.setdefault("first_call_ms", round((time.perf_counter() - start) * 1e3, 1))
                 by = "model"
                 if call is None and round_ == 0 and any(t.name == SEARCH.name for t in tools) and asks(body.text):
-                    # A question answered from the model's memory is an answer no code has checked: search it.
-                    call, by = ToolCall("code_" + uuid.uuid4().hex[:12], SEARCH.name,
-                                        json.dumps({"query": body.text[:500]}, ensure_ascii=False)), "code"
+                    # A question answered from the model's memory is an answer no code has checked: kept when
+                    # the session's earlier results hold it or the documents are about something else, else
+                    # searched.
+                    why = held.check("".join(pieces), body.text, held.latest(turns))
+                    if why is None:
+                        record["answered_from"] = "session"
+                    else:
+                        prepared = await self._prepare(meta, turns, body.text, deadline)
+                        if self._about_documents(prepared, body.text):
+                            call, by = ToolCall("code_" + uuid.uuid4().hex[:12], SEARCH.name,
+                                                json.dumps({"query": body.text[:500]}, ensure_ascii=False)), "code"
                 if call is not None and self._canonical(call) in seen:
                     repeated = True  # the same call again: its result is in the conversation; now the reply
                     continue
@@ -289,12 +316,17 @@ class Assistant:
                 yield sse("tool_call", {"name": call.name, "arguments": arguments, "by": by})
                 t = time.perf_counter()
                 if call.name == SEARCH.name:
-                    out = await self._search(meta, turns, body.text, deadline)
+                    if prepared is None:
+                        prepared = await self._prepare(meta, turns, body.text, deadline)
+                    out = await self.answers.finish(prepared, deadline)
                     timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
                     yield sse("tool_result", {"name": call.name, "summary": f"{len(out.passages)} passages; "
                                                                             f"{out.reason}", "cached": False})
                     record["reply"] = out.answer if out.answerable else REFUSAL
                     record["citations"] = list(dict.fromkeys(c.id for c in out.citations))
+                    record["answered_from"] = "search"
+                    if out.answerable:
+                        record["evidence"] = held.of_answer(out.answer, [c.text for c in out.citations])
                     if out.usage is not None:
                         usage.append(out.usage)
                     yield sse("answer", {"text": record["reply"], "answerable": out.answerable, "reason": out.reason,
@@ -303,6 +335,9 @@ class Assistant:
                 try:
                     result, cached = await self._tool(meta, sid, call.name, arguments, deadline)
                     shown = summary(result)
+                    record["evidence"] = (record["evidence"] + "\n" + held.of_result(result)).strip()[
+                        -held.EVIDENCE_CHARS:]
+                    record["answered_from"] = "tool"
                     yield sse("tool_result", {"name": call.name, "summary": shown, "cached": cached})
                 except ToolError as err:
                     # shown to the model once; its reply, then the error ends the turn
@@ -323,6 +358,7 @@ class Assistant:
             return
         timings["turn_ms"] = round((time.perf_counter() - start) * 1e3, 1)
         yield sse("done", {"turn": number, "tool": record["tool"], "calls": record["calls"],
+                           "answered_from": record["answered_from"],
                            "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
                            "timings": timings})
 
@@ -431,15 +467,32 @@ class Assistant:
         finally:
             pool.release(target)
 
-    async def _search(self, meta: dict, turns: dict[int, dict], text: str,
-                      deadline: Deadline) -> answers_api.AnswerResponse:
+    async def _prepare(self, meta: dict, turns: dict[int, dict], text: str, deadline: Deadline) -> Prepared | Served:
+        """The session's search for ``text``: rewritten with the last turns and their results, searched, packed."""
         history = []
         for n in sorted(turns)[-3:]:
-            history += [answers_api.AnswerTurn(role="user", content=turns[n]["text"][:4000])]
-            if turns[n]["reply"]:
-                history += [answers_api.AnswerTurn(role="assistant", content=turns[n]["reply"][:4000])]
+            turn = turns[n]
+            history += [answers_api.AnswerTurn(role="user", content=turn["text"][:4000])]
+            said = " ".join(x for x in (turn["reply"], f"(결과: {turn['evidence']})" if turn.get("evidence") and
+                                        turn.get("answered_from") == "tool" else "") if x)
+            if said:
+                history += [answers_api.AnswerTurn(role="assistant", content=said[:4000])]
         request = answers_api.AnswerRequest(collection=meta["collections"][0], question=text[:2000], history=history)
-        return await self.answers.answer(request, deadline)
+        return await self.answers.prepare(request, deadline)
+
+    @staticmethod
+    def _about_documents(p: Prepared | Served, text: str) -> bool:
+        """Whether the documents are about what ``text`` asks (else the model's reply stands: "오늘 저녁 뭐 먹지?").
+
+        About them: an answer the cache holds, passages the relevance decision says can answer, or a content
+        word of the person's own message (not the rewrite, which carries the earlier turns) in a passage found.
+        """
+        if isinstance(p, Served):
+            return True
+        if p.relevance is not None and p.relevance.relevant:
+            return True
+        found = [squash(q.text) for q in p.passages]
+        return any(present(t, h) for t in terms(text) for h in found)
 
     async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
         """A declared task's result or a backend tool's answer, and whether it came from a cache."""

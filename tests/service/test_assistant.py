@@ -31,6 +31,8 @@ CHOICES = {  # the stand-in model's tool choice per message
     "안녕하세요! 오늘 좀 떨리네요": {"tool": "reply_directly", "answer": "안녕하세요! 떨리는 마음 충분히 이해해요."},
     "판교 백엔드 공고 찾아줘": {"tool": "job_postings", "arguments": {"role": "백엔드", "location": "판교"}},
     "판교 백엔드 공고 느린 걸로 찾아줘": {"tool": "slow_postings", "arguments": {"role": "백엔드"}},
+    "방금 찾은 공고 회사 이름이 뭐였지?": {"tool": "reply_directly", "answer": "한빛소프트웨어예요."},
+    "그 회사 자기계발비는 얼마야?": {"tool": "reply_directly", "answer": "연 150만 원까지 지원돼요."},
 }
 
 
@@ -245,3 +247,25 @@ async def test_a_korean_turn_is_never_answered_in_another_script(assistant):
     events = await _turn(http, sid, "정말 고마워요!")
     text = "".join(d["text"] for e, d in events if e == "delta")
     assert text == KOREAN_FALLBACK and "Thank" not in json.dumps(events, ensure_ascii=False), events
+
+
+async def test_a_follow_up_on_a_tool_result_is_answered_from_the_session_and_one_it_does_not_hold_is_searched(
+        assistant):
+    """Issue 78: "방금 찾은 공고 회사 이름이 뭐였지?" right after `job_postings` answered was searched in the policy
+    documents and refused. The tool's result is kept as the turn's evidence, shown to the model on the next
+    turn as the tool result it was, and a reply it holds is kept (`answered_from: session`); a reply it
+    does not hold (a number from memory) is still searched by code."""
+    http_client, standin = assistant
+    sid = await _session(http_client)
+    await _turn(http_client, sid, "판교 백엔드 공고 찾아줘")
+    events = await _turn(http_client, sid, "방금 찾은 공고 회사 이름이 뭐였지?")
+    assert [e for e, _ in events] == ["delta", "done"], events
+    assert events[0][1]["text"] == "한빛소프트웨어예요." and events[-1][1]["answered_from"] == "session"
+    messages = standin.requests[-1]["messages"]
+    shown = [m for m in messages if m["role"] == "tool" or "Result of the tool call" in (m.get("content") or "")]
+    assert shown and "company: 한빛소프트웨어" in json.dumps(messages, ensure_ascii=False)
+    events = await _turn(http_client, sid, "그 회사 자기계발비는 얼마야?")  # 150만 원 is in no result of the session
+    assert [e for e, _ in events][:2] == ["tool_call", "tool_result"] and events[0][1]["by"] == "code"
+    assert events[-1][1]["answered_from"] == "search"
+    state = (await http_client.get(f"/v1/assistant/sessions/{sid}")).json()
+    assert [t["answered_from"] for t in state["turns"]] == ["tool", "session", "search"]

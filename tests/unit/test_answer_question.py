@@ -19,6 +19,7 @@ def test_ordinals_years_and_the_subject_are_read_as_values():
     assert {"알아사드", "시리아"} <= set(syria.subject)
     assert read("2019년 대회에서 몇 위를 했나요?").years == ("2019",)
     assert read("배터리는 몇 시간 가나요?").unit == "시간" and read("언제 개통했나요?").kind == "date"
+    assert read("두 번째 면접은 누가 봐?").kind == "name" and "누가" not in read("결재는 누가 해?").subject
 
 
 def test_the_evidence_must_hold_the_subject_and_every_qualifier_and_the_answer_its_type():

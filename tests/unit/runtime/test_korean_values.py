@@ -89,7 +89,8 @@ def test_a_message_asks_when_a_sentence_ends_as_a_question_or_it_asks_to_be_told
         assert asks(text), text
     for text in ("안녕하세요! 반가워요", "다음 주 월요일 오전 10시 면접 일정 등록해 줘", "이력서 좀 봐 주세요",
                  "고마워요. 덕분에 마음이 놓이네요", "내일 면접 보러 가요", "합격했습니다!",
-                 "자기소개서 첨삭 좀 해 줄래요?", "모의 면접 같이 해 줄 수 있어?"):
+                 "자기소개서 첨삭 좀 해 줄래요?", "모의 면접 같이 해 줄 수 있어?",
+                 "좋네, 알려줘서 고마워", "설명해 줘서 이해가 잘 됐어요"):  # …줘서: a reason, not a request
         assert not asks(text), text
 
 
