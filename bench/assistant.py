@@ -80,7 +80,9 @@ def turn(http: httpx.Client, sid: str, text: str) -> dict[str, Any]:
 def judge(expect: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
     """The verdicts of one turn against its expectation."""
     want = expect.get("tool")
-    v: dict[str, Any] = {"right_tool": got["tool"] == want, "needs_tool": want is not None}
+    # A list: either is right ("search" or null for a follow-up an earlier answer in the session holds).
+    wants = want if isinstance(want, list) else [want]
+    v: dict[str, Any] = {"right_tool": got["tool"] in wants, "needs_tool": wants != [None]}
     if want is not None and got["tool"] == want and expect.get("args"):
         text = json.dumps(got["arguments"], ensure_ascii=False) + got.get("result", "")
         v["right_args"] = all(str(value) in text for value in expect["args"].values())
@@ -91,7 +93,7 @@ def judge(expect: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
         refused = got.get("answer") is not None and not got["answer"]["answerable"]
         v["followed"] = (refused if expect.get("answerable") is False else
                          bool(said) and not refused and all(s in said for s in expect.get("expect_in_answer", [])))
-    if want == "search" and got["tool"] == "search" and got["answer"] is not None:
+    if "search" in wants and got["tool"] == "search" and got["answer"] is not None:
         a = got["answer"]
         cited = {c["id"] for c in a["citations"]}
         v["answerable"] = expect["answerable"]

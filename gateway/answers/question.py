@@ -38,6 +38,9 @@ _CONNECTIVES = ("인데", "는데", "은데", "지만", "면서", "니까", "다
 # Particles that end a noun phrase (the subject's extent); longest first.
 _PHRASE_END = sorted(("은", "는", "이", "가", "의", "에", "에서", "에게", "을", "를", "로", "으로", "와", "과",
                       "도", "에는", "에서는", "으로는", "이랑", "하고"), key=len, reverse=True)
+# Nouns that place a thing in time or order rather than name it (bound and relational nouns: 수습 기간 *동안*,
+# 1차 면접 *다음* 단계): never a subject term, as 때, 것, 수 are not (support.STOP).
+_RELATIONAL = {"동안", "그동안", "다음", "이전", "이후", "사이", "당시", "무렵", "직후", "직전"}
 _LATIN_NAME = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]++\d|\d++[A-Za-z])[A-Za-z0-9]*+")
 _RANK_WORDS = ("우승", "준우승", "정상", "꼴찌")
 # The words a time is told in without digits (매달 보름, 입사 후, 다음 주, 방학 때): a 언제 answer holds one
@@ -48,7 +51,7 @@ _TEMPORAL = re.compile(r"매|보름|그믐|주|달|월|일|년|해|시|분|때|�
                        r"|곧|이번|다음|지난|당일|즉시|바로|언제든|수시|상시|마감|직후|직전|무렵|쯤|경")
 _WHEN = re.compile(r"언제|몇\s*(?:년\s*(?:도|에)|월|시(?!간))|며칠\s*에")
 _HOW_MANY = re.compile(r"몇\s*(?P<u>[가-힣A-Za-z%]+)?|얼마(?:나)?|며칠")
-_WHAT = re.compile(r"어디|누구|누가|무엇|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
+_WHAT = re.compile(r"어디|누구|누가|무엇|뭐|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,9 @@ def read(question: str) -> Asked:
             if word == _PLACEHOLDER or len(word) < 2 or word in support.STOP or word.isdigit() \
                     or word.endswith(_CONNECTIVES):
                 continue  # "직원인데": a clause's predicate inside the phrase, not a name
+            word = _stem(word)  # "협상할 때": the noun, not its ending; still compared whole (강하늘 is not 강하은)
+            if len(word) < 2 or word in support.STOP or word in _RELATIONAL:
+                continue
             if (_LATIN_NAME.fullmatch(word) or not any(c.isdigit() for c in word)) and word not in subject:
                 subject.append(word)
     kind, unit = "", ""
@@ -132,6 +138,28 @@ def read(question: str) -> Asked:
         kind = "name"
     return Asked(tuple(subject), tuple(sorted(ordinals(text))), tuple(m["y"] for m in _YEAR.finditer(text)),
                  kind, unit)
+
+
+def _stem(word: str) -> str:
+    """A word without its trailing particle or ending (two at most), as support.terms strips them."""
+    for _ in range(2):
+        suffix = next((x for x in support.SUFFIXES if len(word) > len(x) + 1 and word.endswith(x)), "")
+        if not suffix:
+            break
+        word = word[: -len(suffix)]
+    return word
+
+
+def merged(rewritten: str, original: str) -> Asked:
+    """What a rewritten follow-up asks: the rewrite's subject, the qualifiers of both, and the type the person asked.
+
+    A rewrite by a small model drops the question word ("그 회사 자기계발비는 얼마야?" became "한빛소프트웨어
+    자기계발비는?"); the answer must still be of the type the person asked for.
+    """
+    new, own = read(rewritten), read(original)
+    kind, unit = (own.kind, own.unit) if own.kind else (new.kind, new.unit)
+    return Asked(new.subject, tuple(sorted(set(new.ordinals) | set(own.ordinals))),
+                 tuple(dict.fromkeys(new.years + own.years)), kind, unit)
 
 
 def _is_date(answer: str) -> bool:

@@ -299,7 +299,8 @@ class Answers:
             proposed = support.clean(str(value["answer"]))
             t = time.perf_counter()
             titles = {q.n: str(q.payload.get("title") or "") for q in p.passages}
-            verdict = support.check(proposed, list(value.get("evidence") or []), p.sentences, p.rewrite.query, titles)
+            verdict = support.check(proposed, list(value.get("evidence") or []), p.sentences, p.rewrite.query, titles,
+                                    asked=p.body.question)
             check_ms = round((time.perf_counter() - t) * 1e3, 3)
             answerable = verdict.supported
             answer = proposed if answerable else ""

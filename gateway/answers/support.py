@@ -222,13 +222,14 @@ def _located(answer: str, numbered_sentences: list[Sentence], claim: list[str] |
 
 
 def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence], question: str,
-          titles: dict[int, str] | None = None) -> Verdict:
+          titles: dict[int, str] | None = None, asked: str | None = None) -> Verdict:
     """Decide whether ``answer`` is supported (see the module docstring); the evidence kept is where it is.
 
     The sentences the model named come first; when they do not hold the answer (a 1.5B model often
     numbers the sentence next to the right one), code looks for the one or two adjacent sentences of
     a passage that do, and those become the evidence (``located``). Either way the evidence must hold
-    a term that tells the passages apart.
+    a term that tells the passages apart. ``asked``: the person's own words when ``question`` is their
+    rewrite (the type of answer they asked for is read from them).
     """
     by_k = {s.k: s for s in numbered_sentences}
     named: list[Sentence] = []
@@ -276,6 +277,7 @@ def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence
         heads = [(titles or {}).get(p, "") for p in cited]
         shown = " ".join(heads + [s.text for s in found.sentences])
         whole = " ".join(heads + [s.text for s in numbered_sentences if s.passage in cited])
-        verdict.reason = asked_of.mismatch(asked_of.read(question), answer, shown, whole)
+        wanted = asked_of.read(question) if asked is None or asked == question else asked_of.merged(question, asked)
+        verdict.reason = asked_of.mismatch(wanted, answer, shown, whole)
         verdict.supported = verdict.reason is None
     return verdict

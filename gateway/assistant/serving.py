@@ -100,6 +100,15 @@ def other_script(reply: str) -> bool:
 
 class OtherScript(Exception):
     """The model began its reply in another script than the person's."""
+
+
+class BrokenCall(Exception):
+    """The model's call broke its schema or the checks twice (a task's arguments in Han characters).
+
+    The turn asks again once without the declared tasks.
+    """
+
+
 SUMMARY_CHARS = 600
 FROM_CODE = ("text", "reference_date", "timezone")  # a task's inputs code takes from the person and the session
 MIN_OWN_WORDS = 0.6  # share of a task argument's character pairs the message must hold (set before any run)
@@ -273,6 +282,14 @@ class Assistant:
                                     record["reply"] += event
                                     yield sse("delta", {"text": event})
                             break
+                        except BrokenCall as broke:  # nothing of it was sent
+                            log.info("assistant tool call broken twice: %s", broke.args[0][:120])
+                            call, pieces = None, []
+                            if script_try or not tools:
+                                raise ApiError(502, "invalid_output", f"the model's call broke its schema "
+                                                                      f"({broke.args[0]})"[:300], retryable=True) \
+                                    from None
+                            tools = [t for t in tools if t.name == SEARCH.name or t.name not in self.tasks.tasks]
                         except OtherScript as began:  # nothing of it was sent
                             log.info("assistant reply in another script than the person's: %r", began.args[0])
                             call = None
@@ -292,7 +309,7 @@ class Assistant:
                     # A question answered from the model's memory is an answer no code has checked: kept when
                     # the session's earlier results hold it or the documents are about something else, else
                     # searched.
-                    why = held.check("".join(pieces), body.text, held.latest(turns))
+                    why = record["session_check"] = held.check("".join(pieces), body.text, held.latest(turns))
                     if why is None:
                         record["answered_from"] = "session"
                     else:
@@ -330,6 +347,7 @@ class Assistant:
                     if out.usage is not None:
                         usage.append(out.usage)
                     yield sse("answer", {"text": record["reply"], "answerable": out.answerable, "reason": out.reason,
+                                         "check": out.support.check if out.support else None,
                                          "citations": [c.model_dump() for c in out.citations]})
                     break  # a checked answer is the turn's reply
                 try:
@@ -358,7 +376,7 @@ class Assistant:
             return
         timings["turn_ms"] = round((time.perf_counter() - start) * 1e3, 1)
         yield sse("done", {"turn": number, "tool": record["tool"], "calls": record["calls"],
-                           "answered_from": record["answered_from"],
+                           "answered_from": record["answered_from"], "session_check": record.get("session_check"),
                            "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
                            "timings": timings})
 
@@ -458,6 +476,8 @@ class Assistant:
                     elif isinstance(event, Done):
                         usage.append(usage_of(event.usage))
                     elif isinstance(event, StreamError):
+                        if event.kind in ("schema_violation", "invalid_output") and tools:
+                            raise BrokenCall(f"{event.kind}: {event.message}")
                         kind = "deadline_exceeded" if event.kind.endswith("timeout") else "unavailable"
                         raise ApiError(504 if kind == "deadline_exceeded" else 503, kind,
                                        f"the model did not answer ({event.kind}: {event.message})"[:300],
@@ -484,15 +504,15 @@ class Assistant:
     def _about_documents(p: Prepared | Served, text: str) -> bool:
         """Whether the documents are about what ``text`` asks (else the model's reply stands: "오늘 저녁 뭐 먹지?").
 
-        About them: an answer the cache holds, passages the relevance decision says can answer, or a content
-        word of the person's own message (not the rewrite, which carries the earlier turns) in a passage found.
+        About them: an answer the cache holds, a message with no content word of its own ("뭐야?"), or a
+        content word of the person's own message in a passage the search found. Not the relevance decision:
+        it reads the rewrite, which carries the earlier turns' subject into "오늘 저녁 뭐 먹지?".
         """
         if isinstance(p, Served):
             return True
-        if p.relevance is not None and p.relevance.relevant:
-            return True
+        own = terms(text)
         found = [squash(q.text) for q in p.passages]
-        return any(present(t, h) for t in terms(text) for h in found)
+        return not own or any(present(t, h) for t in own for h in found)
 
     async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
         """A declared task's result or a backend tool's answer, and whether it came from a cache."""

@@ -33,6 +33,7 @@ CHOICES = {  # the stand-in model's tool choice per message
     "판교 백엔드 공고 느린 걸로 찾아줘": {"tool": "slow_postings", "arguments": {"role": "백엔드"}},
     "방금 찾은 공고 회사 이름이 뭐였지?": {"tool": "reply_directly", "answer": "한빛소프트웨어예요."},
     "그 회사 자기계발비는 얼마야?": {"tool": "reply_directly", "answer": "연 150만 원까지 지원돼요."},
+    "오늘 저녁 뭐 먹지?": {"tool": "reply_directly", "answer": "따뜻한 국물 요리는 어때요?"},
 }
 
 
@@ -56,6 +57,10 @@ def reply(body: dict) -> dict:
             made_up = "텀블러는 일반적으로 1시간 이상 보온이 됩니다."
             choice = {"tool": "answer_feedback",
                       "arguments": {"question": "텀블러는 몇 시간 동안 보온이 돼?", "answer": made_up}}
+        elif "문제는 몇 개" in last and '"resume_analysis"' in schema:  # arguments in a script nobody wrote, twice
+            choice = {"tool": "resume_analysis", "arguments": {"resume": "題目 三個", "posting": "題目"}}
+        elif "문제는 몇 개" in last:
+            choice = {"tool": "reply_directly", "answer": "보통 3~4문제가 나와요."}
         elif "텀블러" in last:
             choice = {"tool": "reply_directly", "answer": "보통 여섯 시간이에요."}
         elif "계속 찾아줘" in prompt and '"job_postings"' in schema:  # a model that would call it again and again
@@ -230,7 +235,8 @@ async def test_a_reference_date_off_the_calendar_is_400(assistant):
 async def test_a_task_whose_text_the_model_wrote_is_refused_by_code(assistant):
     http_client, _ = assistant
     sid = await _session(http_client, tools=["search", "answer_feedback"])
-    events = await _turn(http_client, sid, "텀블러는 몇 시간 동안 보온이 돼?")
+    # 면접: a word of the documents (a question they are not about gets the model's reply)
+    events = await _turn(http_client, sid, "면접 때 가져갈 텀블러는 몇 시간 동안 보온이 돼?")
     assert [e for e, _ in events] == ["tool_refused", "tool_call", "tool_result", "answer", "done"]
     assert events[0][1]["name"] == "answer_feedback" and "answer is not in the message" in events[0][1]["reason"]
     assert events[1][1]["name"] == "search" and events[1][1]["by"] == "code"
@@ -269,3 +275,24 @@ async def test_a_follow_up_on_a_tool_result_is_answered_from_the_session_and_one
     assert events[-1][1]["answered_from"] == "search"
     state = (await http_client.get(f"/v1/assistant/sessions/{sid}")).json()
     assert [t["answered_from"] for t in state["turns"]] == ["tool", "session", "search"]
+
+
+async def test_a_question_the_documents_are_not_about_gets_the_models_reply(assistant):
+    """Issue 78: "오늘 저녁 뭐 먹지?" was searched in the career documents and refused. No word of it is in
+    any passage the search finds: the model's reply stands, with no tool call."""
+    http_client, _ = assistant
+    sid = await _session(http_client)
+    events = await _turn(http_client, sid, "오늘 저녁 뭐 먹지?")
+    assert [e for e, _ in events] == ["delta", "done"], events
+    assert events[0][1]["text"] == "따뜻한 국물 요리는 어때요?" and events[-1][1]["answered_from"] == "model"
+    assert events[-1][1]["session_check"] == "no_evidence"  # nothing held: checked, then the documents asked
+
+
+async def test_a_call_that_breaks_its_schema_twice_is_asked_again_without_the_tasks(assistant):
+    """Issue 78: a `resume_analysis` call written in Han characters twice ended the turn with an error."""
+    http_client, _ = assistant
+    sid = await _session(http_client, tools=["search", "resume_analysis"])
+    events = await _turn(http_client, sid, "코딩테스트에서 문제는 몇 개 나와?")
+    names = [e for e, _ in events]
+    assert "error" not in names and names[-1] == "done", events
+    assert events[-1][1]["calls"] in (["search"], [])  # the reply asked again, then code's question rule

@@ -47,17 +47,18 @@ def test_only_the_latest_turns_with_evidence_are_shown():
     assert held.latest(turns) == ["b", "c"]
 
 
-def test_a_question_is_about_the_documents_when_they_can_answer_or_hold_a_word_of_it():
+def test_a_question_is_about_the_documents_when_a_word_of_it_is_in_a_passage_found():
     from gateway.answers.packing import Passage
     from gateway.answers.relevance import Relevance
     from gateway.answers.serving import Prepared
     from gateway.assistant.serving import Assistant
 
-    def prepared(score: float, text: str) -> Prepared:
+    def prepared(text: str) -> Prepared:
         passage = Passage(1, "d1", 0, len(text), text, 1.0, 0.85, {})
-        return Prepared(None, None, None, [passage], [], Relevance({}, score, 0.3), {}, 0.0, 0.0)  # type: ignore[arg-type]
+        return Prepared(None, None, None, [passage], [], Relevance({}, 0.9, 0.3), {}, 0.0, 0.0)  # type: ignore[arg-type]
 
     policy = "신입 사원의 수습 기간은 3개월이며 급여는 전액 지급된다."
-    assert Assistant._about_documents(prepared(0.9, policy), "오늘 저녁 뭐 먹지?")  # the decision says they answer
-    assert Assistant._about_documents(prepared(0.1, policy), "그동안 급여는 다 나와?")  # 급여: a word of it found
-    assert not Assistant._about_documents(prepared(0.1, policy), "오늘 저녁 뭐 먹지?")
+    assert Assistant._about_documents(prepared(policy), "그동안 급여는 다 나와?")  # 급여: a word of it found
+    assert Assistant._about_documents(prepared(policy), "왜?")  # no word of its own: searched
+    # Not the relevance decision (0.9 here): it reads the rewrite, which carries the earlier turns' subject.
+    assert not Assistant._about_documents(prepared(policy), "오늘 저녁 뭐 먹지?")

@@ -18,7 +18,8 @@ ENDING = re.compile(r"(?:나요|까요|[을를할될갈볼줄올]까|[인은는�
 # "…해 줄래요?", "…해 줄 수 있어?", "…해 주시겠어요?": a request to act phrased as a question.
 REQUEST = re.compile(r"(?:줄래|주실래|줄 ?수 ?있|주실 ?수 ?있|주시겠|줘|주세요)[가-힣]{0,3}$")
 # "알려줘서 고마워", "알려 줘도": the verb in a clause of reason or concession (…서, …도) is not a request.
-TELLING = re.compile(r"(?:알려|가르쳐|설명해)\s?(?:줘(?![서도])|주세요|줄래|주실|주시겠|줄 수)|궁금(?:해|합니다|하네|한데)")
+TELLING = re.compile(r"(?:알려|가르쳐|설명해)\s?(?:줘(?![서도])|주세요|줄래|주실|주시겠|줄 수)"
+                     r"|궁금(?:해|합니다|하네|한데)")
 
 
 def asks(text: str) -> bool:
