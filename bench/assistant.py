@@ -69,6 +69,7 @@ def turn(http: httpx.Client, sid: str, text: str) -> dict[str, Any]:
                     out["reply"] += data["text"]
                 elif event == "done":
                     out["usage"], out["timings"], out["calls"] = data["usage"], data["timings"], data.get("calls")
+                    out["answered_from"], out["session_check"] = data.get("answered_from"), data.get("session_check")
                 elif event == "tool_refused":
                     out.setdefault("refused", []).append(data["name"])
                 elif event == "error":

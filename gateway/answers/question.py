@@ -12,11 +12,17 @@ The evidence of a kept answer must hold them (gateway/answers/support.py); a 1.5
   (with that unit when the answer writes one; a rank may be a word: 우승), ``언제``/``몇 년``/``몇 월``
   → a date or a time, ``어디``/``누구``/``누가``/``무엇``/``무슨``/``어떤`` → not a bare number or date.
 
-Rules stated before split A was run (bench/data/answers_near_a.json shaped them, split B reports them).
+Rules stated before split A was run (bench/data/answers_near_a.json shaped them). Runs of the assistant's
+follow-up split (bench/data/assistant_followups.json) shaped three more: subject words stemmed, nouns of
+time or order (동안, 다음) never a subject, and an everyday word (wordfreq's Korean list, Zipf >= 4.0,
+the threshold set on split A's and that split's words) missing from every passage found not required
+(자격, 월급: the person's wording). Split C (answers_near_c.json), written after them, reports them.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -41,6 +47,7 @@ _PHRASE_END = sorted(("은", "는", "이", "가", "의", "에", "에서", "에�
 # Nouns that place a thing in time or order rather than name it (bound and relational nouns: 수습 기간 *동안*,
 # 1차 면접 *다음* 단계): never a subject term, as 때, 것, 수 are not (support.STOP).
 _RELATIONAL = {"동안", "그동안", "다음", "이전", "이후", "사이", "당시", "무렵", "직후", "직전"}
+COMMON_ZIPF = 4.0  # set on split A's and the assistant follow-up split's words (see the module doc)
 _LATIN_NAME = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]++\d|\d++[A-Za-z])[A-Za-z0-9]*+")
 _RANK_WORDS = ("우승", "준우승", "정상", "꼴찌")
 # The words a time is told in without digits (매달 보름, 입사 후, 다음 주, 방학 때): a 언제 answer holds one
@@ -184,19 +191,43 @@ def _has_number(answer: str) -> bool:
                                                       answer))
 
 
-def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = None) -> str | None:
+@functools.cache
+def frequencies() -> dict[str, float]:
+    """The Korean list of wordfreq (word -> frequency), read once (0.15 s: the gateway reads it at start)."""
+    from wordfreq import get_frequency_dict  # the Korean list read as it is (no MeCab: words are looked up whole)
+
+    return get_frequency_dict("ko")
+
+
+def common(word: str) -> bool:
+    """Whether ``word`` is an everyday Korean word (Zipf frequency >= :data:`COMMON_ZIPF` in wordfreq's list).
+
+    Everyday words (자격, 월급, 사항) are how people ask about a thing in other words than a document's;
+    names and rare words (벨로스, 알아사드, 한빛소프트웨어) are what a question is about.
+    """
+    f = frequencies().get(word, 0.0)
+    return f > 0 and math.log10(f) + 9 >= COMMON_ZIPF
+
+
+def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = None,
+             found: str | None = None) -> str | None:
     """Which check refuses ``answer`` on ``evidence`` (sentences and their passage titles), or None.
 
     ``passage``: the whole text of the evidence's passages (with their titles), where the subject is looked
     for (a subject is often named once, in another sentence); the qualifiers are looked for in ``evidence``.
+    ``found``: the text of every passage found. A subject term missing from the evidence's passages refuses
+    the answer when another passage found holds it (the evidence is about something else) or when it is
+    not an everyday word (:func:`common`: a name the collection never mentions); an everyday word no
+    passage holds is the person's wording ("자격 요건" for "경력 3년 이상"), not a subject.
 
     ``subject_not_in_evidence``: a subject term (or name) is not in the evidence; ``qualifier_mismatch``:
     an ordinal or a year of the question is not the evidence's; ``answer_type``: the answer is not of the
     type asked (or a number of another unit than the one asked).
     """
     haystack = "".join(_norm(passage if passage is not None else evidence).casefold().split())
+    elsewhere = "".join(_norm(found).casefold().split()) if found is not None else None
     for term in asked.subject:  # whole words: 강하늘 is not 강하은
-        if term not in haystack:
+        if term not in haystack and (elsewhere is None or term in elsewhere or not common(term)):
             return "subject_not_in_evidence"
     held = ordinals(evidence)
     if any(o not in held for o in asked.ordinals):

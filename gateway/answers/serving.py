@@ -127,6 +127,7 @@ class Answers:
         self.route = settings.route_of(settings.answers_route)
         self.settings = settings
         self.cache = cache if settings.answer_cache else None
+        asked.frequencies()  # read now, not on the event loop at the first answer
 
     async def _rewrite(self, body: api.AnswerRequest, deadline: Deadline) -> api.Rewrite:
         start = time.perf_counter()

@@ -278,6 +278,7 @@ def check(answer: str, evidence: list[object], numbered_sentences: list[Sentence
         shown = " ".join(heads + [s.text for s in found.sentences])
         whole = " ".join(heads + [s.text for s in numbered_sentences if s.passage in cited])
         wanted = asked_of.read(question) if asked is None or asked == question else asked_of.merged(question, asked)
-        verdict.reason = asked_of.mismatch(wanted, answer, shown, whole)
+        everything = " ".join(list((titles or {}).values()) + [s.text for s in numbered_sentences])
+        verdict.reason = asked_of.mismatch(wanted, answer, shown, whole, everything)
         verdict.supported = verdict.reason is None
     return verdict

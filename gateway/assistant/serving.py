@@ -338,7 +338,8 @@ class Assistant:
                     out = await self.answers.finish(prepared, deadline)
                     timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
                     yield sse("tool_result", {"name": call.name, "summary": f"{len(out.passages)} passages; "
-                                                                            f"{out.reason}", "cached": False})
+                                                                            f"{out.reason}", "cached": False,
+                                              "query": out.rewrite.query})
                     record["reply"] = out.answer if out.answerable else REFUSAL
                     record["citations"] = list(dict.fromkeys(c.id for c in out.citations))
                     record["answered_from"] = "search"

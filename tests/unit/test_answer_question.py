@@ -55,3 +55,18 @@ def test_a_clause_joined_inside_the_first_phrase_is_not_part_of_the_subject():
 def test_the_word_a_question_word_asks_about_is_not_its_subject():
     assert read("배송 기간은 며칠인가요?").subject == ("배송",)  # 기간: what is asked, in other words in the text
     assert read("벨로스 왕국 정부가 실패했다고 주장한 기관은?").subject == ("벨로스", "왕국", "정부")
+
+
+def test_an_everyday_word_no_passage_holds_is_wording_a_name_is_a_subject():
+    """Issue 78: "한빛소프트웨어 백엔드 자격 요건이 뭐야?" was refused: 자격 is in no document ("경력 3년 이상")."""
+    posting = "한빛소프트웨어 백엔드 개발자 채용: 자바와 스프링 부트 경력 3년 이상, 카프카 경험 우대."
+    other = "누리소프트 프론트엔드 개발자 채용: 리액트 경력 2년 이상."
+    asked = read("한빛소프트웨어 백엔드 자격 요건이 뭐야?")
+    assert "자격" in asked.subject
+    assert mismatch(asked, "자바와 스프링 부트 경력 3년 이상", posting, posting, posting + other) is None
+    # A name no passage holds is what the question is about: refused (the 벨로스 왕국 of split A).
+    assert mismatch(read("다온소프트 백엔드 자격 요건이 뭐야?"), "경력 3년 이상", posting, posting,
+                    posting + other) == "subject_not_in_evidence"
+    # A word another passage found holds: the evidence is about something else.
+    assert mismatch(read("누리소프트 개발자 자격 요건이 뭐야?"), "경력 3년 이상", posting, posting,
+                    posting + other) == "subject_not_in_evidence"
