@@ -127,7 +127,8 @@ def complete_plan(request, s: ReasoningSettings, violations: list[Violation]) ->
     today = reference_date(messages, s.time_zone)
     plan = Plan(backend_messages(messages, tools, mode, today, s.time_zone), tools=tools, tool_mode=mode,
                 answer_schema=answer_schema,
-                user_text=next((m.content for m in reversed(messages) if m.role == "user"), ""), today=today)
+                user_text=next((m.content for m in reversed(messages) if m.role == "user"), ""), today=today,
+                said="\n".join(m.content for m in messages if m.role == "user"))
     if plan.decodes_tools:
         plan.schema = tool_choice_schema(tools, mode, answer_schema)
     else:

@@ -27,9 +27,11 @@ from datetime import date
 from typing import Any, Literal
 
 import jsonschema
+from prometheus_client import Counter
 
 from services.bootstrap.errors import Violation
 from services.reasoning.arguments import correct, foreign_characters, grounded
+from services.reasoning.grounding import ask_for, ground
 from services.reasoning.schema_patterns import LinearValidator, pattern_violations
 from services.reasoning.signatures import has_numbers, signature
 
@@ -39,6 +41,11 @@ MAX_STOP = 4
 ToolMode = Literal["auto", "none", "required", "named"]
 Role = Literal["system", "user", "assistant", "tool"]
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+GROUNDING = Counter("mesh_reasoning_tool_grounding_total", "Tool calls code grounded in the user's words: values "
+                    "put back in their spelling (snapped), unsaid optional values left out (dropped), calls turned "
+                    "into a question (ask) or refused (decline)", ["outcome"])
 
 
 class AnswerInvalid(ValueError):
@@ -109,6 +116,9 @@ class Plan:
     tool_mode: ToolMode = "none"
     answer_schema: dict[str, Any] | None = None  # the response format (None: text)
     user_text: str = ""  # the last user message: tool arguments are checked against it (arguments.py)
+    # Every user message, oldest first: a value grounded in any of them is the person's (grounding.py), so
+    # the answer to a question code asked ("라지로") completes the call the earlier message began.
+    said: str = ""
     today: date | None = None  # the reference date of date arguments
 
     def reply_schema(self) -> dict[str, Any]:
@@ -116,6 +126,32 @@ class Plan:
         return {"type": "object", "properties": {"tool": {"const": REPLY_TOOL},
                                                  "answer": self.answer_schema or {"type": "string"}},
                 "required": ["tool", "answer"], "additionalProperties": False}
+
+    def _ground(self, name: str, arguments: dict[str, Any], may_reply: bool) -> tuple[dict[str, Any], str | None]:
+        """The call's arguments grounded in the user's words (services/reasoning/grounding.py), or a question.
+
+        Under ``auto`` a required value the words do not give is asked for (the reply, no call), and a call
+        of a tool the request shares no word with, its required values not given, is refused (the model
+        replies). Otherwise near copies are put back in the user's spelling and unsaid optional values left
+        out, when the tool's schema still holds; else the model's arguments stand.
+        """
+        spec = self.tools[name]
+        g = ground(name, spec.description, arguments, spec.parameters, self.said or self.user_text)
+        for kind, n in (("snapped", len(g.snapped)), ("dropped", len(g.dropped))):
+            if n:
+                GROUNDING.labels(kind).inc(n)
+        if g.outcome != "call" and may_reply:
+            GROUNDING.labels(g.outcome).inc()
+            if g.outcome == "decline":
+                raise Ungrounded(f"{UNGROUNDED_PREFIX}{name} does not do what the user asked")
+            return arguments, ask_for(g.missing, spec.parameters)
+        if g.outcome != "call":
+            return arguments, None
+        try:
+            validate(g.arguments, spec.parameters, f"the arguments of {name}")
+        except AnswerInvalid:
+            return arguments, None
+        return g.arguments, None
 
     @property
     def decodes_tools(self) -> bool:
@@ -148,10 +184,14 @@ class Plan:
                 if stray:  # a word in a script the user did not write, not put right from the user's words
                     raise AnswerInvalid(f"the arguments of {name} hold characters the user did not write "
                                         f"({stray[:8]!r}): write the user's words as they wrote them")
-                if self.tool_mode == "auto" and reply_as_tool(self.tools, self.tool_mode) and not grounded(
-                        arguments, self.tools[name].parameters, self.user_text, self.today):
+                may_reply = self.tool_mode == "auto" and reply_as_tool(self.tools, self.tool_mode)
+                if may_reply and not grounded(arguments, self.tools[name].parameters, self.user_text, self.today):
                     raise Ungrounded(f"{UNGROUNDED_PREFIX}none of the required arguments of {name} comes from "
                                      "the user's words")
+                if self.said or self.user_text:
+                    arguments, asked = self._ground(name, arguments, may_reply)
+                    if asked is not None:
+                        return Decoded(content=asked)
             return Decoded(tool_calls=(ToolCallOut("call_" + secrets.token_hex(12), name,
                                                    json.dumps(arguments, ensure_ascii=False)),))
         if "answer" in obj and self.tool_mode == "auto":

@@ -11,7 +11,8 @@ Stated rules (not fitted to data):
 - after 억 or 조 a last group written with 천/백/십 leaves out the next large unit (``3억5천`` is 3억 5천만,
   as people write prices of flats); a last lone digit after a large unit is its tenth (``3만5`` is 35,000);
 - a Sino-Korean numeral is a number only where it starts a word and has a unit (``삼천``; not the 이 of
-  ``가격이``, nor ``사과``); digits glued to a Latin letter are a name (``V8``, ``i7``, ``A4``), not a number.
+  ``가격이``, nor ``사과``); its ones digit after 십/백/천 only where a counter follows (``십오프로`` is 15,
+  ``천이 넘어요`` 1,000); digits glued to a Latin letter are a name (``V8``, ``i7``, ``A4``), not a number.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ SMALL = {"십": 10, "백": 100, "천": 1_000}
 LARGE = {"만": 10_000, "억": 100_000_000, "조": 1_000_000_000_000}
 SINO = {"일": 1, "이": 2, "삼": 3, "사": 4, "오": 5, "육": 6, "칠": 7, "팔": 8, "구": 9}
 DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_TOKEN = re.compile(rf"{DIGITS}|[일이삼사오육칠팔구](?=[십백천만억조])|[십백천만억조]")
-_RUN = re.compile(rf"(?:{DIGITS}|[일이삼사오육칠팔구](?=[십백천만억조])|[십백천만억조])+")
+# The ones digit after 십, 백 or 천 (십오, 삼십오, 백이) where a counter or unit follows it (십오프로, 삼십오 명,
+# 십이월): not 천사, nor the particle of 천이 넘어요.
+_LAST = r"(?<=[십백천])[일이삼사오육칠팔구](?=[월일시분초년원명개번회층세살장권주%]|프로|퍼센트|\s[원명개번회])"
+# (Tokens are read within a run _RUN found, where the counter after the last digit is already checked.)
+_TOKEN = re.compile(rf"{DIGITS}|[일이삼사오육칠팔구](?=[십백천만억조])|(?<=[십백천])[일이삼사오육칠팔구]$"
+                    r"|[십백천만억조]")
+_RUN = re.compile(rf"(?:{DIGITS}|[일이삼사오육칠팔구](?=[십백천만억조])|{_LAST}|[십백천만억조])+")
 
 NATIVE_UNITS = {"한": 1, "하나": 1, "두": 2, "둘": 2, "세": 3, "셋": 3, "석": 3, "네": 4, "넷": 4, "다섯": 5, "여섯": 6,
                 "일곱": 7, "여덟": 8, "아홉": 9}

@@ -303,3 +303,25 @@ def test_a_months_end_after_its_month_still_reads(month, edge, tail):
     if month == "월" and edge == "초":
         return  # 월초 is not written as one word here
     assert dates.scan(f"{month}{edge}{tail}", REF), month + edge + tail
+
+
+@SETTINGS
+@given(st.integers(11, 9_999).filter(lambda n: n % 10), st.sampled_from(["프로", "퍼센트", "%", "명", "개", "번", "월",
+                                                                         "일", "세", "살", "년", " 원", " 명", "층"]),
+       st.sampled_from(["", "할인율은 ", "모두 ", "("]), st.sampled_from(["", "이야", " 정도", "로 해 줘", ")"]))
+def test_a_sino_korean_number_with_its_ones_digit_reads_back(n, counter, lead, tail):
+    """Issue 79: "할인율은 십오프로" was read as 10. The ones digit after 십/백/천 counts where a counter follows."""
+    from services.runtime.korean.numbers import numbers
+
+    text = f"{lead}{_sino_group(n, drop_one=True)}{counter}{tail}"
+    assert [x.value for x in numbers(text)] == [n], text
+
+
+@SETTINGS
+@given(st.sampled_from(["천", "백", "십", "삼천", "오백"]),
+       st.sampled_from(["이 넘어요", "이라도", "이나 돼", "사 같은"]))
+def test_a_particle_after_a_sino_korean_unit_is_no_digit(number, tail):
+    from services.runtime.korean.numbers import numbers
+
+    text = f"팔로워가 {number}{tail}"
+    assert [x.value for x in numbers(text)] == [numbers(number)[0].value], text

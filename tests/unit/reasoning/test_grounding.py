@@ -1,0 +1,100 @@
+"""Every argument grounded in the person's words, whatever the tool (issue 79: services/reasoning/grounding.py).
+
+The cases are the failure shapes the issue lists (copied names misspelt, a phone number's digits changed,
+십오프로 read as 10, a password "전부 숫자로" with letters on, a pizza without a size), written with other
+values than its held-out set's.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from services.reasoning.grounding import ask_for, ground
+
+TAXI = {"type": "object", "required": ["destination"], "additionalProperties": False,
+        "properties": {"origin": {"type": "string", "description": "출발지"},
+                       "destination": {"type": "string", "description": "도착지"},
+                       "car_type": {"type": "string", "enum": ["일반", "모범", "대형"]}}}
+SMS = {"type": "object", "required": ["phone", "message"],
+       "properties": {"phone": {"type": "string", "description": "받는 사람 전화번호"},
+                      "message": {"type": "string", "description": "보낼 내용"}}}
+PIZZA = {"type": "object", "required": ["menu", "size"],
+         "properties": {"menu": {"type": "string", "description": "피자 메뉴"},
+                        "size": {"type": "string", "enum": ["R", "L"], "description": "피자 크기"},
+                        "quantity": {"type": "integer", "description": "판 수"}}}
+PASSWORD = {"type": "object", "required": ["length"],
+            "properties": {"length": {"type": "integer", "description": "비밀번호 길이"},
+                           "use_uppercase": {"type": "boolean", "description": "대문자 포함"},
+                           "use_digits": {"type": "boolean", "description": "숫자 포함"}}}
+UPPER = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string", "description": "문자열"}}}
+
+
+def test_a_near_copy_is_put_back_in_the_persons_spelling_with_the_stretch_as_proof():
+    g = ground("call_taxi", "택시를 부른다", {"destination": "송정해변로", "origin": "해운대"}, TAXI,
+               "송정해번로까지 택시 좀")
+    assert g.outcome == "call" and g.arguments == {"destination": "송정해번로"}  # the person's spelling, as written
+    assert g.snapped == {"destination": "송정해번로"} and g.dropped == ["origin"]  # 해운대: nobody said it
+    g = ground("send_sms", "문자를 보낸다", {"phone": "010-5512-7789", "message": "조금 늦어"}, SMS,
+               "010-5521-7789로 조금 늦어 라고 보내 줘")
+    assert g.arguments["phone"] == "010-5521-7789"
+
+
+def test_a_number_is_one_the_person_wrote_read_by_the_korean_reader():
+    coupon = {"type": "object", "required": ["rate"],
+              "properties": {"rate": {"type": "integer", "description": "할인율"}}}
+    assert ground("discount", "할인", {"rate": 25}, coupon, "이십오프로 깎아 줘").arguments == {"rate": 25}
+    g = ground("discount", "할인", {"rate": 20}, coupon, "이십오프로 깎아 줘")
+    assert g.arguments == {"rate": 25} and g.snapped == {"rate": "25"}  # the one number written
+    g = ground("order_pizza", "피자 주문", {"menu": "불고기", "size": "L", "quantity": 3}, PIZZA,
+               "불고기 피자 L로 세 판")
+    assert g.arguments == {"menu": "불고기", "size": "L", "quantity": 3}  # 세 판: a native numeral
+
+
+def test_a_flag_set_on_needs_a_word_of_it_else_its_default():
+    g = ground("generate_password", "비밀번호 생성", {"length": 12, "use_uppercase": True, "use_digits": True},
+               PASSWORD, "12자리 비밀번호, 전부 숫자로")
+    assert g.arguments == {"length": 12, "use_digits": True} and g.dropped == ["use_uppercase"]
+
+
+def test_a_missing_required_value_is_asked_for_by_its_description():
+    g = ground("order_pizza", "피자 주문", {"menu": "불고기", "size": "R"}, PIZZA, "불고기 피자 하나 시켜 줘")
+    assert g.outcome == "ask" and g.missing == ["size"]
+    assert ask_for(g.missing, PIZZA) == "피자 크기(R, L 중)를 알려 주세요."
+    g = ground("call_taxi", "택시를 부른다", {"destination": "서울역"}, TAXI, "택시 한 대 불러 줘")
+    assert g.outcome == "ask" and ask_for(g.missing, TAXI) == "도착지를 알려 주세요."
+
+
+def test_a_tool_that_shares_nothing_with_the_request_and_gets_no_value_is_declined():
+    g = ground("count_uppercase", "문자열의 대문자 개수를 센다", {"text": "항공권 검색"}, UPPER,
+               "다음 주 제주 가는 비행기 찾아 줘")
+    assert g.outcome == "decline"
+
+
+def test_a_derived_value_and_a_long_free_text_stand():
+    event = {"type": "object", "required": ["date", "memo"],
+             "properties": {"date": {"type": "string", "format": "date"}, "memo": {"type": "string"}}}
+    g = ground("add", "일정", {"date": "2026-12-09", "memo": "치과 예약 잊지 말기"}, event,
+               "수요일에 치과 예약 잊지 말라고 메모해 줘")
+    assert g.outcome == "call" and g.arguments["date"] == "2026-12-09"
+
+
+def test_the_answer_to_the_question_code_asked_completes_the_call_the_earlier_message_began():
+    """Build item 2: "불고기 피자 주문해줘" is asked its size; "라지요" answers it. The call the model writes
+    then holds the menu from the first message and the size from the second: both are the person's words."""
+    from services.reasoning.completions import Plan, ToolSpec, tool_choice_schema
+
+    tools = {"order_pizza": ToolSpec("order_pizza", "피자 주문", {**PIZZA, "properties": {
+        **PIZZA["properties"], "size": {"type": "string", "enum": ["레귤러", "라지"], "description": "피자 크기"}}})}
+
+    def plan(said: list[str]) -> Plan:
+        p = Plan([{"role": "user", "content": said[-1]}], tools=tools, tool_mode="auto", user_text=said[-1],
+                 said="\n".join(said), today=date(2026, 12, 7))
+        p.schema = tool_choice_schema(tools, "auto", None)
+        return p
+
+    call = '{"tool": "order_pizza", "arguments": {"menu": "불고기 피자", "size": "라지"}}'
+    first = plan(["불고기 피자 주문해줘"]).decode(call)
+    assert first.content == "피자 크기(레귤러, 라지 중)를 알려 주세요." and not first.tool_calls
+    second = plan(["불고기 피자 주문해줘", "라지요"]).decode(call)
+    assert second.tool_calls and json.loads(second.tool_calls[0].arguments) == {"menu": "불고기 피자", "size": "라지"}
