@@ -31,7 +31,7 @@ from prometheus_client import Counter
 
 from services.bootstrap.errors import Violation
 from services.reasoning.arguments import correct, foreign_characters, grounded
-from services.reasoning.grounding import ask_for, ground
+from services.reasoning.grounding import ask_for, ask_instead, ground
 from services.reasoning.schema_patterns import LinearValidator, pattern_violations
 from services.reasoning.signatures import has_numbers, signature
 
@@ -185,13 +185,13 @@ class Plan:
                     raise AnswerInvalid(f"the arguments of {name} hold characters the user did not write "
                                         f"({stray[:8]!r}): write the user's words as they wrote them")
                 may_reply = self.tool_mode == "auto" and reply_as_tool(self.tools, self.tool_mode)
-                if may_reply and not grounded(arguments, self.tools[name].parameters, self.user_text, self.today):
-                    raise Ungrounded(f"{UNGROUNDED_PREFIX}none of the required arguments of {name} comes from "
-                                     "the user's words")
-                if self.said or self.user_text:
+                if self.said or self.user_text:  # first: a value not given is asked for, not refused
                     arguments, asked = self._ground(name, arguments, may_reply)
                     if asked is not None:
                         return Decoded(content=asked)
+                if may_reply and not grounded(arguments, self.tools[name].parameters, self.user_text, self.today):
+                    raise Ungrounded(f"{UNGROUNDED_PREFIX}none of the required arguments of {name} comes from "
+                                     "the user's words")
             return Decoded(tool_calls=(ToolCallOut("call_" + secrets.token_hex(12), name,
                                                    json.dumps(arguments, ensure_ascii=False)),))
         if "answer" in obj and self.tool_mode == "auto":
@@ -201,6 +201,11 @@ class Plan:
                 return Decoded(content=json.dumps(answer, ensure_ascii=False))
             if not isinstance(answer, str):
                 raise AnswerInvalid("the answer is not a string")
+            asked = ask_instead([(t.name, t.description, t.parameters) for t in self.tools.values()],
+                                self.user_text) if self.today is not None else None
+            if asked is not None:  # a request to act one tool serves, answered without it: its values asked
+                GROUNDING.labels("ask").inc()
+                return Decoded(content=asked)
             return Decoded(content=answer)
         raise AnswerInvalid('the answer has neither "tool" nor an allowed "answer"')
 

@@ -18,6 +18,7 @@ from services.reasoning.backends import LlmBackend, make_backends
 from services.reasoning.backends.base import BackendError, GenerationParams
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Failed, Generator, PriceTable, Timeouts
+from services.reasoning.grounding import lemmas
 from services.reasoning.prompts import reason_messages
 from services.reasoning.servicer import ReasoningServicer
 from services.runtime.errors import StartupError
@@ -101,6 +102,7 @@ async def create_reasoning_service(
     except TaskFileError as err:
         raise StartupError(f"task file {err}") from None
     placeholder = ReasoningServicer(generator, settings, "", tasks)
+    await asyncio.to_thread(lemmas, "")  # Kiwi loaded once (~3 s) before the first call is grounded
     # Names are unique per position: two backends may share a display name.
     probes = [Dependency(f"llm[{i}] {b.name}", b.probe) for i, b in enumerate(generator.backends)]
     mesh = await create_server(settings, [ServiceRegistration(SERVICE, placeholder)],

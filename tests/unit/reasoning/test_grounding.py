@@ -73,8 +73,9 @@ def test_a_tool_that_shares_nothing_with_the_request_and_gets_no_value_is_declin
 
 def test_a_derived_value_and_a_long_free_text_stand():
     event = {"type": "object", "required": ["date", "memo"],
-             "properties": {"date": {"type": "string", "format": "date"}, "memo": {"type": "string"}}}
-    g = ground("add", "일정", {"date": "2026-12-09", "memo": "치과 예약 잊지 말기"}, event,
+             "properties": {"date": {"type": "string", "format": "date"},
+                            "memo": {"type": "string", "description": "메모"}}}
+    g = ground("add", "일정을 추가한다", {"date": "2026-12-09", "memo": "치과 예약 잊지 말기"}, event,
                "수요일에 치과 예약 잊지 말라고 메모해 줘")
     assert g.outcome == "call" and g.arguments["date"] == "2026-12-09"
 
@@ -98,3 +99,49 @@ def test_the_answer_to_the_question_code_asked_completes_the_call_the_earlier_me
     assert first.content == "피자 크기(레귤러, 라지 중)를 알려 주세요." and not first.tool_calls
     second = plan(["불고기 피자 주문해줘", "라지요"]).decode(call)
     assert second.tool_calls and json.loads(second.tool_calls[0].arguments) == {"menu": "불고기 피자", "size": "라지"}
+
+
+def test_a_call_whose_values_are_the_persons_but_whose_tool_does_something_else_is_declined():
+    """"세탁기 돌려 줘" as set_light(room="세탁기"): the value is the person's word, the action (돌리) is not
+    the tool's. The words the values do not hold must share a lemma with the tool; 꺼 and 끈다 share 끄."""
+    light = {"type": "object", "required": ["room", "on"],
+             "properties": {"room": {"type": "string", "description": "방 이름"},
+                            "on": {"type": "boolean", "description": "켜기(true) 끄기(false)"}}}
+    assert ground("set_light", "방 조명을 켜거나 끈다", {"room": "세탁기", "on": False}, light,
+                  "세탁기 돌려 줘").outcome == "decline"
+    assert ground("set_light", "방 조명을 켜거나 끈다", {"room": "안방", "on": False}, light,
+                  "안방 불 좀 꺼 줘").outcome == "call"
+    assert ground("count_uppercase_letters", "문자열의 대문자 개수를 센다", {"text": "100초"}, UPPER,
+                  "100초 타이머 맞춰 줘").outcome == "decline"
+    english = ground("count_upper", "Count the upper-case letters", {"text": "100초"},
+                     {**UPPER, "properties": {"text": {"type": "string", "description": "the text"}}},
+                     "100초 타이머 맞춰 줘")
+    assert english.outcome == "call"  # an English description: words cannot tell, code does not decline
+
+
+def test_a_long_number_keeps_the_persons_digits_and_grouping_and_a_message_loses_words_never_said():
+    account = {"type": "object", "required": ["account"], "properties": {"account": {"type": "string",
+                                                                                     "description": "계좌 번호"}}}
+    g = ground("transfer", "계좌로 이체한다", {"account": "301-234-56789"}, account, "301-23-456789로 이체해 줘")
+    assert g.arguments == {"account": "301-23-456789"} and g.snapped == {"account": "301-23-456789"}
+    g = ground("transfer", "계좌로 이체한다", {"account": "301-23-45678"}, account, "301-23-456789로 이체해 줘")
+    assert g.arguments == {"account": "301-23-456789"}  # a digit dropped: put back
+    g = ground("send_sms", "문자를 보낸다", {"phone": "010-3344-5566", "message": "지금 출발해 라고 전해줘"}, SMS,
+               "010-3344-5566로 지금 출발해 라고 문자 보내")
+    assert g.arguments["message"] == "지금 출발해" and g.outcome == "call"
+
+
+def test_a_request_to_act_one_tool_serves_answered_without_it_is_asked_its_values():
+    """"택시 좀 불러 줘" answered "죄송합니다, 도와드릴 수 없습니다." while a taxi tool is offered: code asks
+    for the tool's required values instead. A message that names a value (a number, a noun the tool does
+    not name), asks a question, or fits no tool or two alike keeps the model's reply."""
+    from services.reasoning.grounding import ask_instead
+
+    taxi = ("call_taxi", "택시를 부른다", TAXI)
+    sms = ("send_sms", "문자를 보낸다", SMS)
+    assert ask_instead([taxi, sms], "택시 좀 불러 줘") == "도착지를 알려 주세요."
+    assert ask_instead([taxi, sms], "민수한테 문자 하나 보내 줘") is None  # 민수: a value the model should use
+    assert ask_instead([taxi, sms], "010-2233-4455로 문자 보내 줘") is None
+    assert ask_instead([taxi, sms], "택시 요금은 얼마야?") is None  # a question, not a request to act
+    assert ask_instead([taxi, sms], "세탁기 돌려 줘") is None  # no tool does it
+    assert ask_instead([sms, ("send_mms", "문자를 보낸다", SMS)], "문자 좀 보내 줘") is None  # two alike

@@ -85,12 +85,14 @@ def test_a_message_asks_when_a_sentence_ends_as_a_question_or_it_asks_to_be_told
     from services.runtime.korean.questions import asks
     for text in ("연차는 며칠이야?", "입사 후 교육 기간이 얼마나 되나요", "복지 제도를 알려 주세요",
                  "면접 복장은 어떻게 하면 좋을까", "수습 기간이 있는 회사인가요.", "야근 수당이 궁금해요",
-                 "오늘 너무 떨려요. 첫 면접에서 뭘 물어볼까요", "연봉 협상 요령 좀 알려 줄래?"):
+                 "오늘 너무 떨려요. 첫 면접에서 뭘 물어볼까요", "연봉 협상 요령 좀 알려 줄래?",
+                 "한빛소프트웨어 자기계발비 얼마 줘?", "교통비는 한 달에 얼마나 줘요?", "명절 상여금은 몇 % 줘?"):
         assert asks(text), text
     for text in ("안녕하세요! 반가워요", "다음 주 월요일 오전 10시 면접 일정 등록해 줘", "이력서 좀 봐 주세요",
                  "고마워요. 덕분에 마음이 놓이네요", "내일 면접 보러 가요", "합격했습니다!",
                  "자기소개서 첨삭 좀 해 줄래요?", "모의 면접 같이 해 줄 수 있어?",
-                 "좋네, 알려줘서 고마워", "설명해 줘서 이해가 잘 됐어요"):  # …줘서: a reason, not a request
+                 "좋네, 알려줘서 고마워", "설명해 줘서 이해가 잘 됐어요",  # …줘서: a reason, not a request
+                 "어디 있는지 찾아 줘?", "면접 일정 언제로 등록해 줘?"):  # 줘 after -아/-어: a request to act
         assert not asks(text), text
 
 
