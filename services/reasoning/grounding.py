@@ -178,8 +178,17 @@ def _pairs_share(value: str, text: str) -> float:
     return sum(p in text for p in pairs) / len(pairs) if pairs else 1.0
 
 
+# A duration converted by code (3분 as 180 seconds, 2시간 as 120 minutes or 7,200 seconds): derived values.
+DURATION = {"시간": (60.0, 3600.0), "분": (60.0,), "주": (7.0,), "일": (24.0,)}
+
+
 def _numbers(text: str) -> set[float]:
     out = {n.value for n in numbers_in(text)}
+    for n in numbers_in(text):
+        after = text[n.end:n.end + 3].lstrip()
+        unit = next((u for u in DURATION if after.startswith(u)), None)
+        if unit is not None:
+            out |= {n.value * f for f in DURATION[unit]}
     out |= {float(a.value) for a in amounts(text)}
     out |= {float(m.group().replace(",", "")) for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", text)}
     for m in re.finditer(r"[가-힣]+", text):  # native numerals before a counter: 세 명, 두 판, 열두 개
@@ -352,8 +361,9 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
                 if ok and fixed != value.strip():
                     g.snapped[key] = fixed
                     value = fixed
-            elif v in flat or all(squash(w) in flat for w in value.split()):
-                ok = True  # the person's words, whole or word by word ("金민서 면담" of "金민서 님과 면담")
+            elif v in flat or key in required and all(squash(w) in flat for w in value.split()):
+                ok = True  # the person's words, whole or (a required value) word by word ("金민서 면담" of
+                # "金민서 님과 면담"); an optional value is a stretch as said ("아침 알람": no label was given)
             else:
                 fixed = _near(value, text) or _trimmed(value, text)
                 if fixed is not None:

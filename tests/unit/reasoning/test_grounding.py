@@ -145,3 +145,12 @@ def test_a_request_to_act_one_tool_serves_answered_without_it_is_asked_its_value
     assert ask_instead([taxi, sms], "택시 요금은 얼마야?") is None  # a question, not a request to act
     assert ask_instead([taxi, sms], "세탁기 돌려 줘") is None  # no tool does it
     assert ask_instead([sms, ("send_mms", "문자를 보낸다", SMS)], "문자 좀 보내 줘") is None  # two alike
+
+
+def test_a_duration_converted_to_the_unit_the_tool_asks_is_derived_not_snapped():
+    timer = {"type": "object", "required": ["seconds"],
+             "properties": {"seconds": {"type": "integer", "description": "타이머 길이(초)"}}}
+    g = ground("start_timer", "타이머를 시작한다", {"seconds": 300}, timer, "5분 타이머 켜 줘")
+    assert g.outcome == "call" and g.arguments == {"seconds": 300} and not g.snapped
+    g = ground("start_timer", "타이머를 시작한다", {"seconds": 30}, timer, "5분 타이머 켜 줘")
+    assert g.outcome == "ask" and g.missing == ["seconds"]  # 30 is no reading of 5분, and 5 or 300: no proof
