@@ -16,7 +16,9 @@ Rules stated before split A was run (bench/data/answers_near_a.json shaped them)
 follow-up split (bench/data/assistant_followups.json) shaped three more: subject words stemmed, nouns of
 time or order (동안, 다음) never a subject, and an everyday word (wordfreq's Korean list, Zipf >= 4.0,
 the threshold set on split A's and that split's words) missing from every passage found not required
-(자격, 월급: the person's wording). Split C (answers_near_c.json), written after them, reports them.
+(자격, 월급: the person's wording). Split C (answers_near_c.json), written after them, reported them and
+then shaped one more: the word after 몇 read as a counter by grammar, whatever it is (:func:`counted`:
+몇 W is not 1.6kg, 몇 척 is not 30만 명). Split D (answers_near_d.json), written after it, reports it.
 """
 
 from __future__ import annotations
@@ -70,6 +72,59 @@ class Asked:
     years: tuple[str, ...]
     kind: str  # "number", "date", "name" or "" (not read)
     unit: str  # the unit a "number" question asks for ("" none)
+    counter: str = ""  # the word after 몇 as written, its endings cut ("척", "W", "구간"): any counter
+
+
+# The endings a counter after 몇 carries in a question: copulas, particles (grammar, a closed set).
+_COUNTER_ENDINGS = sorted(("이야", "야", "이에요", "에요", "예요", "인가요", "인가", "인지", "이었어", "였어", "였나요",
+                           "이었나요", "였지", "이었지", "이", "가", "을", "를", "은", "는", "씩", "쯤", "정도", "로",
+                           "으로", "에", "이나", "나", "까지", "이래", "래", "일까", "이지", "지", "요", "짜리",
+                           "입니까", "이죠", "죠", "인데", "이고", "고", "도", "만", "라고", "이라고", "에서",
+                           "의", "에게", "이면", "면"), key=len,
+                          reverse=True)
+_LATIN_COUNTER = re.compile(r"[A-Za-z%]++")
+# Ordinals, ranks, dates and ages: read elsewhere.
+_NOT_COUNTERS = ("번째", "위", "등", "차", "년", "월", "일", "시", "살", "세")
+
+
+def _counter(raw: str) -> str:
+    """The counter of "몇 <word>" as written: "W인가요" is W, "구간이야" 구간, "척" 척 ("" when none)."""
+    latin = _LATIN_COUNTER.match(raw)
+    if latin:
+        return latin.group()
+    word = raw
+    for _ in range(3):
+        cut = next((e for e in _COUNTER_ENDINGS if len(word) > len(e) and word.endswith(e)), "")
+        if not cut:
+            break
+        word = word[: -len(cut)]
+    return "" if word in _NOT_COUNTERS or not re.fullmatch(r"[가-힣]{1,3}", word) else word
+
+
+# Counters that count the same thing (grammar of Korean counting, not topic words): 번 and 회, 글자 and 자.
+_COUNTER_SAME = {"번": "회", "회": "번", "글자": "자", "자": "글자"}
+_DATE = re.compile(r"(?<!\d)\d++\s?(?:년|월|일)")
+
+
+def counted(counter: str, evidence: str) -> bool:
+    """Whether ``evidence`` may count in ``counter`` (False: it counts in other units only).
+
+    A Latin unit must follow a digit (m is not km, W is not kg). A Korean counter refuses only where the
+    evidence's numbers all carry other units it reads (몇 척 asked, 30만 명 held) and the counter is nowhere
+    in it: a number in words (별 하나) or an unread counter may still count it.
+    """
+    if not counter:
+        return True
+    same = {counter, support.UNIT_SAME.get(counter, counter), _COUNTER_SAME.get(counter, counter)}
+    same |= {k for k, v in support.UNIT_SAME.items() if v == counter}
+    text = unicodedata.normalize("NFKC", evidence)
+    if re.fullmatch(r"[A-Za-z%]+", counter):
+        return any(re.search(r"\d\s?" + re.escape(c) + r"(?![A-Za-z])", text, re.IGNORECASE) for c in same)
+    if any(c in text for c in same):
+        return True
+    counts = _DATE.sub(" ", text)  # a date (2019년 6월) counts nothing
+    units = [re.sub(r"^[\d.e+\-]+", "", n) for n in support.numbers(counts)]
+    return not units or "" in units
 
 
 def _norm(text: str) -> str:
@@ -129,7 +184,7 @@ def read(question: str) -> Asked:
                 continue
             if (_LATIN_NAME.fullmatch(word) or not any(c.isdigit() for c in word)) and word not in subject:
                 subject.append(word)
-    kind, unit = "", ""
+    kind, unit, counter = "", "", ""
     when = _WHEN.search(text)
     many = _HOW_MANY.search(text)
     if when and (many is None or when.start() <= many.start()):
@@ -141,10 +196,12 @@ def read(question: str) -> Asked:
                     "") if raw else ""
         if raw in ("번째", "위", "등"):
             unit = ""
+        counter = _counter(raw) if raw else ""
     elif _WHAT.search(text):
         kind = "name"
     return Asked(tuple(subject), tuple(sorted(ordinals(text))), tuple(m["y"] for m in _YEAR.finditer(text)),
-                 kind, unit)
+                 kind, unit, counter)
+
 
 
 def _stem(word: str) -> str:
@@ -164,9 +221,9 @@ def merged(rewritten: str, original: str) -> Asked:
     자기계발비는?"); the answer must still be of the type the person asked for.
     """
     new, own = read(rewritten), read(original)
-    kind, unit = (own.kind, own.unit) if own.kind else (new.kind, new.unit)
+    kind, unit, counter = (own.kind, own.unit, own.counter) if own.kind else (new.kind, new.unit, new.counter)
     return Asked(new.subject, tuple(sorted(set(new.ordinals) | set(own.ordinals))),
-                 tuple(dict.fromkeys(new.years + own.years)), kind, unit)
+                 tuple(dict.fromkeys(new.years + own.years)), kind, unit, counter)
 
 
 def _is_date(answer: str) -> bool:
@@ -234,6 +291,8 @@ def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = Non
         return "qualifier_mismatch"
     if any(y not in {m["y"] for m in _YEAR.finditer(_norm(evidence))} for y in asked.years):
         return "qualifier_mismatch"
+    if asked.kind == "number" and not counted(asked.counter, evidence):
+        return "answer_type"  # 몇 척 asked, the evidence counts 명: a number of another thing
     return "answer_type" if not of_type(asked, answer) else None
 
 

@@ -70,3 +70,20 @@ def test_an_everyday_word_no_passage_holds_is_wording_a_name_is_a_subject():
     # A word another passage found holds: the evidence is about something else.
     assert mismatch(read("누리소프트 개발자 자격 요건이 뭐야?"), "경력 3년 이상", posting, posting,
                     posting + other) == "subject_not_in_evidence"
+
+
+def test_a_number_of_another_counter_than_the_one_asked_is_refused():
+    """Split C kept "1.6W" for 몇 W (the evidence: 1.6kg), "2.4km" for 몇 m and "30만 명" for 몇 척. The
+    word after 몇 is read by grammar, whatever it is; a Latin unit must follow a digit of the evidence,
+    a Korean counter refuses only where every number of the evidence counts something else."""
+    from gateway.answers.question import counted, mismatch, read
+
+    assert read("V9 흡입력은 몇 W인가요?").counter == "W" and read("배를 몇 척 맞을 수 있어?").counter == "척"
+    assert read("몇 구간이야?").counter == "구간" and read("기기 몇 대에서 접속해?").counter == "대"
+    assert not counted("W", "무게는 1.6kg이다.") and not counted("m", "길이는 2.4km이며")
+    assert counted("m", "높이는 120 m이다.") and counted("km", "길이는 2.4km이며")
+    assert not counted("척", "2017년 6월에 문을 열었고 여행객 30만 명을 맞을 수 있다.")
+    assert counted("개", "2019년 미쉐린 가이드에서 별 하나를 받았다.")  # a number in words, a date: no proof
+    assert counted("번", "지각 3회는 결석 1회로 본다.") and counted("달", "수습 기간은 3개월이다.")
+    asked = read("잇섬대교 높이는 몇 m야?")
+    assert mismatch(asked, "2.4km", "잇섬대교의 길이는 2.4km이다.", "잇섬대교의 길이는 2.4km이다.") == "answer_type"
