@@ -334,7 +334,8 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
         ok: bool
         if isinstance(value, bool):  # (before numbers: a bool is an int)
             ok = not value or value == schema.get("default") or _shares_word(_terms(about) - {"use", "is", "여부"},
-                                                                              request)
+                                                                              request) \
+                or bool(lemmas(about) & lemmas(text))  # 켜 줘 for "켜기(true)": the same verb (Kiwi)
             if not ok and key not in required:
                 g.dropped.append(key)
                 continue

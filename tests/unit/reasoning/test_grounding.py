@@ -111,6 +111,8 @@ def test_a_call_whose_values_are_the_persons_but_whose_tool_does_something_else_
                   "세탁기 돌려 줘").outcome == "decline"
     assert ground("set_light", "방 조명을 켜거나 끈다", {"room": "안방", "on": False}, light,
                   "안방 불 좀 꺼 줘").outcome == "call"
+    on = ground("set_light", "방 조명을 켜거나 끈다", {"room": "주방", "on": True}, light, "주방 불 켜 줘")
+    assert on.outcome == "call" and on.arguments["on"] is True  # 켜 and 켜기(true): one verb (found on the report)
     assert ground("count_uppercase_letters", "문자열의 대문자 개수를 센다", {"text": "100초"}, UPPER,
                   "100초 타이머 맞춰 줘").outcome == "decline"
     english = ground("count_upper", "Count the upper-case letters", {"text": "100초"},
