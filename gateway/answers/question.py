@@ -104,6 +104,7 @@ def _counter(raw: str) -> str:
 # Counters that count the same thing (grammar of Korean counting, not topic words): 번 and 회, 글자 and 자.
 _COUNTER_SAME = {"번": "회", "회": "번", "글자": "자", "자": "글자"}
 _DATE = re.compile(r"(?<!\d)\d++\s?(?:년|월|일)")
+_CALENDAR = re.compile(r"(?<!\d)(?:\d{4}\s?년|\d{1,2}\s?월)")
 
 
 def counted(counter: str, evidence: str) -> bool:
@@ -293,6 +294,8 @@ def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = Non
         return "qualifier_mismatch"
     if asked.kind == "number" and not counted(asked.counter, evidence):
         return "answer_type"  # 몇 척 asked, the evidence counts 명: a number of another thing
+    if asked.kind == "number" and _CALENDAR.search(answer) and not support.numbers(_DATE.sub(" ", answer)):
+        return "answer_type"  # 얼마 asked, a date answered ("출시 가격은 얼마야?" → 2020년 11월; found on split D)
     return "answer_type" if not of_type(asked, answer) else None
 
 

@@ -87,3 +87,12 @@ def test_a_number_of_another_counter_than_the_one_asked_is_refused():
     assert counted("번", "지각 3회는 결석 1회로 본다.") and counted("달", "수습 기간은 3개월이다.")
     asked = read("잇섬대교 높이는 몇 m야?")
     assert mismatch(asked, "2.4km", "잇섬대교의 길이는 2.4km이다.", "잇섬대교의 길이는 2.4km이다.") == "answer_type"
+
+
+def test_an_amount_asked_is_not_answered_with_a_date():
+    """Split D kept "2020년 11월" for "'별의 항해' 출시 가격은 얼마야?" (fixed after that split)."""
+    from gateway.answers.question import mismatch, read
+
+    evidence = "게임 '별의 항해'는 2020년 11월에 출시되었다."
+    assert mismatch(read("'별의 항해' 출시 가격은 얼마야?"), "2020년 11월", evidence, evidence) == "answer_type"
+    assert mismatch(read("공사 기간은 얼마나 걸렸어?"), "3년", "공사에 3년이 걸렸다.", "공사에 3년이 걸렸다.") is None
