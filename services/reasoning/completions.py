@@ -153,6 +153,13 @@ class Plan:
             return arguments, None
         return g.arguments, None
 
+    def _has_results(self) -> bool:
+        """Whether the conversation holds a tool's result: a reply may then come from it ("그 공고 근무지 다시
+        말해줘" after the postings), and is never replaced by a question for new values.
+        """
+        return any(m.get("role") == "tool" or m.get("tool_calls") or str(m.get("content") or "").startswith(
+            "Result of the tool call") for m in self.messages if isinstance(m, dict))
+
     @property
     def decodes_tools(self) -> bool:
         """True when the answer is a tool-choice object to decode (never streamed as it is written)."""
@@ -202,7 +209,7 @@ class Plan:
             if not isinstance(answer, str):
                 raise AnswerInvalid("the answer is not a string")
             asked = ask_instead([(t.name, t.description, t.parameters) for t in self.tools.values()],
-                                self.user_text) if self.today is not None else None
+                                self.user_text) if self.today is not None and not self._has_results() else None
             if asked is not None:  # a request to act one tool serves, answered without it: its values asked
                 GROUNDING.labels("ask").inc()
                 return Decoded(content=asked)

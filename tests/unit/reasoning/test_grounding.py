@@ -156,3 +156,19 @@ def test_a_duration_converted_to_the_unit_the_tool_asks_is_derived_not_snapped()
     assert g.outcome == "call" and g.arguments == {"seconds": 300} and not g.snapped
     g = ground("start_timer", "타이머를 시작한다", {"seconds": 30}, timer, "5분 타이머 켜 줘")
     assert g.outcome == "ask" and g.missing == ["seconds"]  # 30 is no reading of 5분, and 5 or 300: no proof
+
+
+def test_a_reply_drawn_from_an_earlier_tool_result_is_never_replaced_by_a_question():
+    """The assistant's B2 run: "찾은 공고 근무지 다시 말해줘" is answered from the postings already found."""
+    from services.reasoning.completions import Plan, ToolSpec, tool_choice_schema
+
+    tools = {"call_taxi": ToolSpec("call_taxi", "택시를 부른다", TAXI)}
+    reply = '{"tool": "reply_directly", "answer": "서면역으로 불렀어요."}'
+    first = [{"role": "user", "content": "택시 좀 불러 줘"}]
+    later = [{"role": "user", "content": "서면역까지 택시 불러 줘"},
+             {"role": "user", "content": 'Result of the tool call call_1 (call_taxi):\n{"ok": true}'},
+             {"role": "user", "content": "택시 좀 불러 줘"}]
+    for messages, want in ((first, "도착지를 알려 주세요."), (later, "서면역으로 불렀어요.")):
+        p = Plan(messages, tools=tools, tool_mode="auto", user_text="택시 좀 불러 줘", today=date(2026, 12, 7))
+        p.schema = tool_choice_schema(tools, "auto", None)
+        assert p.decode(reply).content == want
