@@ -154,8 +154,10 @@ class Plan:
         return g.arguments, None
 
     def _has_results(self) -> bool:
-        """Whether the conversation holds a tool's result: a reply may then come from it ("그 공고 근무지 다시
-        말해줘" after the postings), and is never replaced by a question for new values.
+        """Whether the conversation holds a tool's result.
+
+        A reply may then come from it ("그 공고 근무지 다시 말해줘" after the postings): never replaced by a
+        question for new values.
         """
         return any(m.get("role") == "tool" or m.get("tool_calls") or str(m.get("content") or "").startswith(
             "Result of the tool call") for m in self.messages if isinstance(m, dict))
