@@ -212,21 +212,19 @@ async def test_a_date_task_chosen_for_a_message_without_a_date_is_refused_by_cod
     sid = await _session(http_client, tools=["calendar_parse"])
     before = len(standin.requests)
     events = await _turn(http_client, sid, "코딩테스트는 보통 몇 분 동안 봐?")
-    # Issue 79: the reasoning service declines the call first (calendar_parse shares no word with the
-    # message), so the task never reaches the gateway's own refusal (`tool_refused`, before)
-    assert [e for e, _ in events] == ["delta", "done"], events
-    assert events[0][1]["text"] == "보통 두 시간 안팎이에요." and events[-1][1]["tool"] is None
-    assert len(standin.requests) == before + 2  # the declined choice and the one asked again without tools
+    assert [e for e, _ in events] == ["tool_refused", "delta", "done"]
+    assert events[0][1]["name"] == "calendar_parse"
+    assert events[1][1]["text"] == "보통 두 시간 안팎이에요." and events[-1][1]["tool"] is None
+    assert len(standin.requests) == before + 2  # the refused choice and the one asked again
 
 
 async def test_a_question_the_model_answers_from_memory_is_searched_by_code(assistant):
     http_client, _ = assistant
     sid = await _session(http_client, tools=["search", "calendar_parse"])
     events = await _turn(http_client, sid, "코딩테스트는 보통 몇 분 동안 봐?")  # the model: "보통 두 시간 안팎이에요."
-    # the calendar task is declined by the reasoning service (issue 79), then code searches the reply
-    assert [e for e, _ in events] == ["tool_call", "tool_result", "answer", "done"], events
-    assert events[0][1] == {"name": "search", "arguments": {"query": "코딩테스트는 보통 몇 분 동안 봐?"}, "by": "code"}
-    assert not events[2][1]["answerable"]  # the stand-in's documents do not hold it: refused, not made up
+    assert [e for e, _ in events] == ["tool_refused", "tool_call", "tool_result", "answer", "done"]
+    assert events[1][1] == {"name": "search", "arguments": {"query": "코딩테스트는 보통 몇 분 동안 봐?"}, "by": "code"}
+    assert not events[3][1]["answerable"]  # the stand-in's documents do not hold it: refused, not made up
 
 
 async def test_a_reference_date_off_the_calendar_is_400(assistant):
