@@ -361,11 +361,11 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
             elif "enum" in schema:  # one of the tool's values: the person named it (a size nobody said is asked)
                 ok = v in flat
             elif DIGIT_GROUPS.search(value):  # a long number: the person's digits in the person's grouping
-                fixed = _digits_fix(value, text)
-                ok = fixed is not None
-                if ok and fixed != value.strip():
-                    g.snapped[key] = fixed
-                    value = fixed
+                written_as = _digits_fix(value, text)
+                ok = written_as is not None
+                if written_as is not None and written_as != value.strip():
+                    g.snapped[key] = written_as
+                    value = written_as
             elif v in flat or key in required and all(squash(w) in flat for w in value.split()):
                 ok = True  # the person's words, whole or (a required value) word by word ("金민서 면담" of
                 # "金민서 님과 면담"); an optional value is a stretch as said ("아침 알람": no label was given)
