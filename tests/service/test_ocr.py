@@ -307,13 +307,25 @@ async def test_cached_pages_live_on_an_evicting_redis_and_jobs_succeed_when_it_i
         direct.close()
 
 
-async def test_masked_pngs_are_counted_against_the_store_bound_at_admission(redis_url):
-    """Before (issue 59): only the uploads were counted, so PNG jobs filled the job store after admission."""
+async def test_masked_pngs_are_counted_against_the_store_bound_at_admission(tmp_path):
+    """Before (issue 59): only the uploads were counted, so PNG jobs filled the job store after admission.
+
+    Its own Redis: the session's shared one shrinks when earlier tests' keys expire, and a bound taken
+    from its memory before the service started then had room for the PNG (CI, stop 87).
+    """
     import redis
 
-    db = redis_url.rsplit("/", 1)[0] + "/7"
-    used = int(redis.Redis.from_url(db).info("memory")["used_memory"])
-    bound = used + 600 * 1024  # room for the upload, not for a 1 MiB page PNG (--png-bytes-per-page)
+    from support import RedisServer, off_loop
+
+    async with off_loop(RedisServer(tmp_path / "jobs")) as server:
+        db = server.url_for(0)
+        direct = redis.Redis.from_url(db)
+        used = int((await asyncio.to_thread(direct.info, "memory"))["used_memory"])
+        direct.close()
+        await _masked_pngs_refused(db, used + 600 * 1024)  # room for the upload, not for a 1 MiB page PNG
+
+
+async def _masked_pngs_refused(db: str, bound: int) -> None:
     async with running_ocr(**settings(db, job_workers=0, max_store_bytes=max(bound, 1024 * 1024 + 1))) as service, \
             grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         stub = pb_grpc.OcrServiceStub(channel)
