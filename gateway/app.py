@@ -41,6 +41,7 @@ from gateway.usage.accounting import UsageAccounting
 from gateway.usage.quotas import Quotas
 from gateway.usage.router import router as usage_router
 from gateway.wiring import Mesh, build_mesh
+from services.runtime.korean import morphs
 from services.runtime.loopguard import LoopWatchdog
 
 # The contract's version: minor for additions since the release in gateway/releases/, major for a break.
@@ -82,6 +83,7 @@ def create_app(settings: GatewaySettings, mesh: Mesh | None = None,
     async def lifespan(app: FastAPI):
         app.state.mesh = mesh or build_mesh(settings, llm_slots=llm_slots, keys=keys, quotas=quotas)
         await asyncio.to_thread(warm_routes, app)
+        await asyncio.to_thread(morphs.tokens, "")  # Kiwi (~3 s) loaded before the first answer's question is read
         await app.state.mesh.start()
         lag = asyncio.create_task(watch_loop(settings.loop_lag_probe_ms / 1000)) if settings.loop_lag_probe_ms else None
         watchdog = LoopWatchdog(settings.loop_stall_ms / 1000, "gateway", settings.loop_stall_file or None) \

@@ -59,7 +59,10 @@ _TEMPORAL = re.compile(r"매|보름|그믐|주|달|월|일|년|해|시|분|때|�
                        r"|밤|새벽|날|요일|초|말|중순|하순|상순|분기|반기|학기|시즌|봄|여름|가을|겨울|방학|연휴|오늘|내일|어제|모레|지금"
                        r"|곧|이번|다음|지난|당일|즉시|바로|언제든|수시|상시|마감|직후|직전|무렵|쯤|경")
 _WHEN = re.compile(r"언제|몇\s*(?:년\s*(?:도|에)|월|시(?!간))|며칠\s*에")
-_HOW_MANY = re.compile(r"몇\s*(?P<u>[가-힣A-Za-z%]+)?|얼마(?:나)?|며칠")
+_CLOCK = re.compile(r"몇\s*시")
+_CLOCK_TIME = re.compile(r"\d\s*(?:시(?!간)|:\d)|(?:한|두|세|네|다섯|여섯|일곱|여덟|아홉|열|열한|열두)\s*시(?!간)"
+                         r"|정오|자정")
+_HOW_MANY = re.compile(r"몇\s*(?P<u>[가-힣A-Za-z%]+(?:/[A-Za-z]+)?)?|얼마(?:나)?|며칠")
 _WHAT = re.compile(r"어디|누구|누가|무엇|뭐|무슨|어떤|어느\s*(?:팀|곳|회사|도시|나라|기관|은행)|이름|제목")
 
 
@@ -73,6 +76,8 @@ class Asked:
     kind: str  # "number", "date", "name" or "" (not read)
     unit: str  # the unit a "number" question asks for ("" none)
     counter: str = ""  # the word after 몇 as written, its endings cut ("척", "W", "구간"): any counter
+    rare: tuple[str, ...] = ()  # the question's other nouns (Kiwi) that are not everyday words, as written
+    numbers: tuple[str, ...] = ()  # the question's own numbers with their units, dates apart (3단지, 6개월)
 
 
 # The endings a counter after 몇 carries in a question: copulas, particles (grammar, a closed set).
@@ -82,7 +87,7 @@ _COUNTER_ENDINGS = sorted(("이야", "야", "이에요", "에요", "예요", "�
                            "입니까", "이죠", "죠", "인데", "이고", "고", "도", "만", "라고", "이라고", "에서",
                            "의", "에게", "이면", "면"), key=len,
                           reverse=True)
-_LATIN_COUNTER = re.compile(r"[A-Za-z%]++")
+_LATIN_COUNTER = re.compile(r"[A-Za-z%]++(?:/[A-Za-z]++)?")
 # Ordinals, ranks, dates and ages: read elsewhere.
 _NOT_COUNTERS = ("번째", "위", "등", "차", "년", "월", "일", "시", "살", "세")
 
@@ -119,13 +124,36 @@ def counted(counter: str, evidence: str) -> bool:
     same = {counter, support.UNIT_SAME.get(counter, counter), _COUNTER_SAME.get(counter, counter)}
     same |= {k for k, v in support.UNIT_SAME.items() if v == counter}
     text = unicodedata.normalize("NFKC", evidence)
-    if re.fullmatch(r"[A-Za-z%]+", counter):
+    if re.fullmatch(r"[A-Za-z%]+(?:/[A-Za-z]+)?", counter):
         return any(re.search(r"\d\s?" + re.escape(c) + r"(?![A-Za-z])", text, re.IGNORECASE) for c in same)
     if any(c in text for c in same):
         return True
     counts = _DATE.sub(" ", text)  # a date (2019년 6월) counts nothing
-    units = [re.sub(r"^[\d.e+\-]+", "", n) for n in support.numbers(counts)]
-    return not units or "" in units
+    units = _units(counts)
+    return not units or "" in units or bool(same & set(units))
+
+
+def _units(text: str) -> list[str]:
+    """The unit or counter of each number of ``text``.
+
+    A unit read (명, km), else the noun right after it (25만 상자: 상자, by Kiwi), else "" (a number whose
+    counter cannot be read counts anything).
+    """
+    from services.runtime.korean import morphs
+    from services.runtime.korean.numbers import numbers as numbers_in
+
+    out = []
+    for n in numbers_in(text, support.UNIT):
+        unit = support.UNIT.match(text, n.end)
+        if n.hangul and unit is None:
+            continue
+        if unit:
+            out.append(support.UNIT_SAME.get(unit["u"], unit["u"]))
+            continue
+        after = re.match(r"\s?([가-힣]{1,8}+)", text[n.end:n.end + 12])
+        first = morphs.tokens(after.group(1))[:1] if after else []
+        out.append(first[0].form if first and first[0].tag in ("NNG", "NNB") and first[0].start == 0 else "")
+    return out
 
 
 def _norm(text: str) -> str:
@@ -190,6 +218,7 @@ def read(question: str) -> Asked:
     many = _HOW_MANY.search(text)
     if when and (many is None or when.start() <= many.start()):
         kind = "date"
+        unit = "시" if _CLOCK.match(when.group()) else ""  # 몇 시: a time of day, not a day
     elif many:
         kind = "number"
         raw = (many["u"] or "") if many.group().startswith("몇") else ""
@@ -201,7 +230,43 @@ def read(question: str) -> Asked:
     elif _WHAT.search(text):
         kind = "name"
     return Asked(tuple(subject), tuple(sorted(ordinals(text))), tuple(m["y"] for m in _YEAR.finditer(text)),
-                 kind, unit, counter)
+                 kind, unit, counter, _rare(text, subject),
+                 tuple(support.numbers(_DATE.sub(" ", _ORDINAL.sub(" ", text[:QUESTION_MAX])))))
+
+
+_QUOTED = re.compile(r"['‘「『《\"“](?P<t>[^'’」』》\"”\n]{1,60}+)['’」』》\"”]")
+# A name with a number in it: glued inside a word (잇섬2대교, 가온3터널) or a noun and a number standing
+# alone after it (시즌 2, 파트 3); a number glued to a counter or a word after it (3구간, 7번, 2년) is a
+# quantity, not a name.
+_NUMBERED = re.compile(r"(?<![가-힣\d])[가-힣]{2,}+\d++(?=[가-힣])"
+                       r"|(?<![가-힣])[가-힣]{2,}+ ++\d++"
+                       r"(?=$|[\s?!.,'’\"”]|(?:의|은|는|이|가|을|를|에|도|와|과|로)(?![가-힣]))")
+QUESTION_MAX = 500  # characters of a question read for nouns (Kiwi is linear; a question is short)
+
+
+def _rare(text: str, subject: list[str]) -> tuple[str, ...]:
+    """The nouns of ``text`` outside ``subject`` that are not everyday words, and its Latin-and-digit names.
+
+    Read by Kiwi over the whole question, so a name anywhere in it counts ("해솔시 시내버스 노선 개편 뒤 배차
+    간격": the subject phrase keeps its last words; 화가 이도현: 화가 is a noun, not 화 + 가). Each as written
+    in the question (Kiwi's lemma of 청솔고 is 청소). An everyday word (:func:`common`) is how a person asks
+    (방법, 요금, 직원); a rare one names the thing asked about (카페라테, 흡입력, 해솔).
+    """
+    from services.runtime.korean import morphs
+
+    text = text[:QUESTION_MAX]
+    out: list[str] = []
+    for token in morphs.tokens(text):
+        word = text[token.start:token.start + token.len].casefold()
+        if token.tag in ("NNG", "NNP") and len(word) >= 2 and word not in support.STOP \
+                and word not in _RELATIONAL and not _WH.fullmatch(word) and not common(word):
+            out.append(word)
+    out += [m.group().casefold() for m in _LATIN_NAME.finditer(text)]
+    # Titles and numbered names are asked whole: '햇빛 식당' is not '달빛 식당', 잇섬2대교 not 잇섬대교,
+    # 시즌 2 not the series.
+    out += ["".join(m["t"].casefold().split()) for m in _QUOTED.finditer(text) if len(m["t"].strip()) >= 2]
+    out += ["".join(m.group().casefold().split()) for m in _NUMBERED.finditer(text)]
+    return tuple(w for w in dict.fromkeys(out) if w not in subject)
 
 
 
@@ -224,7 +289,8 @@ def merged(rewritten: str, original: str) -> Asked:
     new, own = read(rewritten), read(original)
     kind, unit, counter = (own.kind, own.unit, own.counter) if own.kind else (new.kind, new.unit, new.counter)
     return Asked(new.subject, tuple(sorted(set(new.ordinals) | set(own.ordinals))),
-                 tuple(dict.fromkeys(new.years + own.years)), kind, unit, counter)
+                 tuple(dict.fromkeys(new.years + own.years)), kind, unit, counter, new.rare,
+                 new.numbers)
 
 
 def _is_date(answer: str) -> bool:
@@ -287,11 +353,15 @@ def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = Non
     for term in asked.subject:  # whole words: 강하늘 is not 강하은
         if term not in haystack and (elsewhere is None or term in elsewhere or not common(term)):
             return "subject_not_in_evidence"
+    if any(term not in haystack for term in asked.rare):
+        return "subject_not_in_evidence"  # a name or rare word of the question the evidence never says
     held = ordinals(evidence)
     if any(o not in held for o in asked.ordinals):
         return "qualifier_mismatch"
     if any(y not in {m["y"] for m in _YEAR.finditer(_norm(evidence))} for y in asked.years):
         return "qualifier_mismatch"
+    if asked.numbers and not set(asked.numbers) <= set(support.numbers(_norm(evidence))):
+        return "qualifier_mismatch"  # 3단지 asked, 2단지 said; 6개월 연체 asked, no 6개월 in the evidence
     if asked.kind == "number" and not counted(asked.counter, evidence):
         return "answer_type"  # 몇 척 asked, the evidence counts 명: a number of another thing
     if asked.kind == "number" and _CALENDAR.search(answer) and not support.numbers(_DATE.sub(" ", answer)):
@@ -309,6 +379,8 @@ def of_type(asked: Asked, answer: str) -> bool:
             units.discard("")
             if units and asked.unit not in units:
                 return False
+    elif asked.kind == "date" and asked.unit == "시" and not _CLOCK_TIME.search(_norm(answer)):
+        return False  # 몇 시 asked, a day answered ("초롱도서관은 몇 시에 문을 닫나요?" → 매주 월요일)
     elif asked.kind == "date" and not _is_date(answer):  # 언제: a date, a time or a word a time is told in
         return False
     elif asked.kind == "name" and not support.terms(answer) and re.search(r"\d", answer):

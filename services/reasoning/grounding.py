@@ -37,11 +37,11 @@ Every check is linear in the words and the arguments (the words are cut at ``USE
 from __future__ import annotations
 
 import re
-import threading
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.runtime.korean import morphs
 from services.runtime.korean.amounts import amounts
 from services.runtime.korean.numbers import NATIVE_UNITS, native_at
 from services.runtime.korean.numbers import numbers as numbers_in
@@ -218,8 +218,6 @@ def _terms(text: str) -> set[str]:
     return out
 
 
-_KIWI: Any = None
-_KIWI_LOCK = threading.Lock()
 LEMMA_TAGS = ("NNG", "NNP", "NR", "SL", "XR", "VV", "VA")  # nouns, foreign words, roots, verb and adjective stems
 # Verbs of grammar, not of a task: the light verbs (하다, 되다, 있다, 없다), the pro-adjectives (어떻다 …)
 # and the verbs of asking (알리다: "알려 줘", 주다, 보다 as in "봐 줘", 싶다): "채용 절차가 어떻게 돼?" asks
@@ -232,13 +230,7 @@ AUXILIARY = frozenset("주 보 싶 않 있 버리 놓 두 가 오 지 내 하 �
 
 
 def _tokens(text: str) -> list[Any]:
-    global _KIWI
-    with _KIWI_LOCK:
-        if _KIWI is None:
-            from kiwipiepy import Kiwi
-
-            _KIWI = Kiwi()
-        return _KIWI.tokenize(unicodedata.normalize("NFKC", text)[:USER_TEXT_MAX])
+    return morphs.tokens(text[:USER_TEXT_MAX])
 
 
 def lemmas(text: str, nouns: bool = False) -> set[str]:

@@ -96,3 +96,46 @@ def test_an_amount_asked_is_not_answered_with_a_date():
     evidence = "게임 '별의 항해'는 2020년 11월에 출시되었다."
     assert mismatch(read("'별의 항해' 출시 가격은 얼마야?"), "2020년 11월", evidence, evidence) == "answer_type"
     assert mismatch(read("공사 기간은 얼마나 걸렸어?"), "3년", "공사에 3년이 걸렸다.", "공사에 3년이 걸렸다.") is None
+
+
+def test_a_rare_noun_a_title_or_a_numbered_name_anywhere_in_the_question_must_be_in_the_evidence():
+    """Splits C and D kept answers about 해솔시 (the passage: 해오름시), 화가 이도현 (이도윤), '햇빛 식당' ('달빛
+    식당'), 잇섬2대교 (잇섬대교) and 시즌 2: the subject phrase read only its last words, took 화가 for
+    화 + 가 and never read a title or a number inside a name. Kiwi reads the question's nouns; a rare one
+    (not an everyday word) must be in the evidence as written."""
+    bus = "해오름시는 2024년 9월 시내버스 노선을 개편했다. 배차 간격은 평균 12분이 되었다."
+    assert read("해솔시 시내버스 노선 개편 뒤 배차 간격은 평균 몇 분인가요?").rare == ("해솔",)
+    assert mismatch(read("해솔시 시내버스 노선 개편 뒤 배차 간격은 평균 몇 분인가요?"), "12분", bus, bus) \
+        == "subject_not_in_evidence"
+    assert mismatch(read("해오름시 시내버스 노선 개편 뒤 배차 간격은 평균 몇 분인가요?"), "12분", bus, bus) is None
+    show = "화가 이도윤의 첫 개인전에는 작품 32점이 걸렸다."
+    assert "이도현" in read("화가 이도현 첫 개인전에는 작품이 몇 점 걸렸어?").rare
+    assert mismatch(read("화가 이도현 첫 개인전에는 작품이 몇 점 걸렸어?"), "32점", show, show) is not None
+    assert mismatch(read("이도윤 첫 개인전에는 작품이 몇 점 걸렸어?"), "32점", show, show) is None
+    toon = "웹툰 '달빛 식당'은 모두 210화로 끝났고 작가는 윤새롬이다."
+    assert mismatch(read("'햇빛 식당'은 몇 화로 끝났어?"), "210화", toon, toon) == "subject_not_in_evidence"
+    assert mismatch(read("'달빛 식당'은 몇 화로 끝났어?"), "210화", toon, toon) is None
+    assert mismatch(read("웹툰 '달빛 식당' 시즌 2 작가는 누구야?"), "윤새롬", toon, toon) is not None
+    bridge = "잇섬대교는 2021년 11월에 개통했다."
+    assert mismatch(read("잇섬2대교는 언제 개통했나요?"), "2021년 11월", bridge, bridge) is not None
+    assert mismatch(read("잇섬대교는 언제 개통했나요?"), "2021년 11월", bridge, bridge) is None
+    # a number glued to a counter is a quantity, not a name; everyday words are how people ask
+    assert not any("3" in w for w in read("솔바람길 3구간 길이는?").rare) and read("직원 월급은 얼마야?").rare == ()
+
+
+def test_the_questions_own_numbers_and_counters_are_the_evidences():
+    """answers-ko kept 2단지's due date for 3단지 and a rate for "6개월 연체하면" no sentence says; split D
+    kept "25만" (25만 상자) for 몇 명, and 420km for 몇 km/h; split C kept "매주 월요일" for 몇 시."""
+    from gateway.answers.question import counted
+
+    fee = "푸른숲마을 2단지 관리비 납부 기한은 매월 25일입니다."
+    assert mismatch(read("푸른숲마을 3단지 관리비 납부 기한은 언제인가요?"), "매월 25일", fee, fee) \
+        == "qualifier_mismatch"
+    assert mismatch(read("푸른숲마을 2단지 관리비 납부 기한은 언제인가요?"), "매월 25일", fee, fee) is None
+    hub = "이 허브는 하루에 택배 25만 상자를 분류한다."
+    assert not counted("명", hub) and counted("상자", hub) and counted("명", "직원 25만이 넘는다.")
+    assert read("누리 E3 최고 속도는 몇 km/h야?").counter == "km/h"
+    assert not counted("km/h", "E3는 한 번 충전으로 420km를 달린다.") and counted("km/h", "최고 속도는 180km/h다.")
+    library = "초롱도서관은 매주 월요일에 쉬고 평일 오후 9시에 문을 닫는다."
+    assert mismatch(read("초롱도서관은 몇 시에 문을 닫나요?"), "매주 월요일", library, library) == "answer_type"
+    assert mismatch(read("초롱도서관은 몇 시에 문을 닫나요?"), "오후 9시", library, library) is None
