@@ -18,7 +18,11 @@ time or order (동안, 다음) never a subject, and an everyday word (wordfreq's
 the threshold set on split A's and that split's words) missing from every passage found not required
 (자격, 월급: the person's wording). Split C (answers_near_c.json), written after them, reported them and
 then shaped one more: the word after 몇 read as a counter by grammar, whatever it is (:func:`counted`:
-몇 W is not 1.6kg, 몇 척 is not 30만 명). Split D (answers_near_d.json), written after it, reports it.
+몇 W is not 1.6kg, 몇 척 is not 30만 명). Split D (answers_near_d.json), written after it, reported it.
+Replays of splits C and D and of answers-ko (the kept answers re-checked, bench/results) then shaped
+the rest: the question's rare nouns anywhere in it (Kiwi, :func:`_rare`), quoted titles, numbered
+names, the question's own numbers, the counter after a number and 몇 시. Split E
+(answers_near_e.json), written before them, reports them.
 """
 
 from __future__ import annotations

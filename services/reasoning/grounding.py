@@ -186,6 +186,13 @@ def _pairs_share(value: str, text: str) -> float:
 DURATION = {"시간": (60.0, 3600.0), "분": (60.0,), "주": (7.0,), "일": (24.0,)}
 
 
+# A number of a date or a clock time (12월, 24일, 7시, 30분) counts only for a parameter of time: "12월 12일
+# 저녁 7시 4명" gives people 4, never 12 or 7 (found on the report split: people=12).
+_DATED = re.compile(r"(?<![\d.])\d++\s?(?:년|월|일|시(?!간)|분|초)")
+_OF_TIME = re.compile(r"(?<![가-힣])(?:년|월|일|시|분|초)(?![가-힣])|날짜|일자|일수|시각|시간|시점|기간|요일|개월"
+                      r"|date|time|day|month|year|hour|minute|second|duration|period|when", re.IGNORECASE)
+
+
 def _numbers(text: str) -> set[float]:
     out = {n.value for n in numbers_in(text)}
     for n in numbers_in(text):
@@ -321,6 +328,7 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
     text = user_text[-USER_TEXT_MAX:]
     flat = squash(text)
     written = _numbers(text)
+    undated = _numbers(_DATED.sub(" ", text))
     request = _terms(text)
     out: dict[str, Any] = {}
     g = Grounding(out)
@@ -336,9 +344,10 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
                 g.dropped.append(key)
                 continue
         elif isinstance(value, int | float):
-            ok = float(value) in written
+            usable = written if _OF_TIME.search(about) else undated
+            ok = float(value) in usable
             if not ok:  # the one number the person wrote that no other argument holds (십오프로 read as 10)
-                free = written - {float(v) for k, v in arguments.items() if k != key and isinstance(v, int | float)}
+                free = usable - {float(v) for k, v in arguments.items() if k != key and isinstance(v, int | float)}
                 if len(free) == 1 and (fixed_n := free.pop()) >= 0:
                     fixed_v = int(fixed_n) if schema.get("type") == "integer" and fixed_n.is_integer() else fixed_n
                     g.snapped[key] = str(fixed_v)

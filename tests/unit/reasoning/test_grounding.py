@@ -179,3 +179,20 @@ def test_a_reply_drawn_from_an_earlier_tool_result_is_never_replaced_by_a_questi
         p = Plan(messages, tools=tools, tool_mode="auto", user_text="택시 좀 불러 줘", today=date(2026, 12, 7))
         p.schema = tool_choice_schema(tools, "auto", None)
         assert p.decode(reply).content == want
+
+
+def test_a_number_of_a_date_or_a_clock_time_counts_only_for_a_parameter_of_time():
+    """The report split gave people=12 for "12월 12일 저녁 7시 4명": any number written was taken."""
+    booking = {"type": "object", "required": ["restaurant", "date", "people"],
+               "properties": {"restaurant": {"type": "string", "description": "식당 이름"},
+                              "date": {"type": "string", "format": "date", "description": "예약 날짜"},
+                              "people": {"type": "integer", "description": "인원 수"}}}
+    words = "바다식당에 12월 12일 저녁 7시 4명 예약해 줘"
+    g = ground("reserve", "식당 예약", {"restaurant": "바다식당", "date": "2026-12-12", "people": 12}, booking, words)
+    assert g.outcome == "call" and g.arguments["people"] == 4 and g.snapped == {"people": "4"}
+    g = ground("reserve", "식당 예약", {"restaurant": "바다식당", "date": "2026-12-12", "people": 7}, booking,
+               "바다식당에 12월 12일 저녁 7시 예약해 줘")
+    assert g.outcome == "ask" and g.missing == ["people"]  # no number of people was said
+    bike = {"type": "object", "required": ["hours"],
+            "properties": {"hours": {"type": "integer", "description": "대여 시간(시간 단위)"}}}
+    assert ground("rent_bike", "자전거 대여", {"hours": 3}, bike, "3시간 빌려 줘").arguments == {"hours": 3}
