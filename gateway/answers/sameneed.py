@@ -12,7 +12,13 @@ rules (not a word list), given the cached answer's passages and the sentences it
    speaks of ("전자책" where the answer cites the sentence on paper books);
 3. **replaced_term**: when the new question adds a term, it must not drop one the passages hold —
    what the answer rests on was put aside for something else ("시니어" for "주니어"; "온기 선물상점"
-   for "책마루", named in the passage's title rather than in the cited sentence).
+   for "책마루", named in the passage's title rather than in the cited sentence);
+4. **asks**: the two questions ask for the same kind of answer — the same question words by class
+   (where, who, when, how much, how many, what) and the same type, unit and counter as
+   :func:`gateway.answers.question.read` reads them. Found on answers split E, where "솔빛베이커리
+   부산점은 어디에 있어?" was served the cached answer to "…부산점 대표 메뉴가 뭐야?" (유자 크루아상), and
+   "대출 기간은 며칠이야?" the one to "…평일 몇 시까지 열어?": no term was added, so rules 2 and 3 let
+   them through.
 
 Terms are the question's nouns, read by grammar without a morphological analyser (the gateway has
 none; Kiwi costs 300 MB and tags "한결" as an adverb): a word ending in a verb's ending ("나오나요",
@@ -79,6 +85,21 @@ def question_numbers(text: str) -> set[str]:
     return out
 
 
+# Question words by the kind of answer they ask for (Korean grammar's closed set of interrogatives).
+_ASKS = re.compile(r"(?P<place>어디|어느\s*곳)|(?P<person>누구|누가)|(?P<when>언제)|(?P<amount>얼마)"
+                   r"|(?P<days>며칠)|(?P<count>몇)|(?P<what>무엇|뭐|뭘|무슨|어떤|어떻게|어느|왜)")
+
+
+def asks(text: str) -> tuple[object, ...]:
+    """What kind of answer ``text`` asks for: its question words by class, and the type read by grammar."""
+    from gateway.answers.question import read
+
+    text = unicodedata.normalize("NFKC", text)
+    classes = sorted({m.lastgroup or "" for m in _ASKS.finditer(text)})
+    asked = read(text)
+    return tuple(classes), asked.kind, asked.unit, asked.counter
+
+
 def same_need(new: str, cached: str, passages: str, cited: str) -> str | None:
     """None when ``new`` asks what ``cached`` asked (see the module); else the rule refusing it.
 
@@ -86,6 +107,8 @@ def same_need(new: str, cached: str, passages: str, cited: str) -> str | None:
     """
     if question_numbers(new) != question_numbers(cached):
         return "numbers"
+    if asks(new) != asks(cached):
+        return "asks"
     new_sq, cached_sq, passages_sq, cited_sq = (support.squash(t) for t in (new, cached, passages, cited))
     added = [t for t in terms(new) if not support.present(t, cached_sq)]
     if any(support.present(t, passages_sq) and not support.present(t, cited_sq) for t in added):

@@ -60,6 +60,15 @@ def test_a_cited_term_put_aside_for_another_is_refused():
     assert same_need("타르트는 며칠 전까지 예약해야 하나요?", CACHED, PASSAGES, CITED) == "replaced_term"
 
 
+def test_a_question_asking_for_another_kind_of_answer_is_refused():
+    """Answers split E served "유자 크루아상" for "…부산점은 어디에 있어?" (cached: "…대표 메뉴가 뭐야?")."""
+    shop = "솔빛베이커리 부산점은 2022년 해운대에 문을 열었다. 이 매장의 대표 메뉴는 유자 크루아상이다."
+    menu = "솔빛베이커리 부산점 대표 메뉴가 뭐야?"
+    assert same_need("솔빛베이커리 부산점은 어디에 있어?", menu, shop, shop) == "asks"
+    assert same_need("케이크는 몇 시까지 예약해야 하나요?", CACHED, PASSAGES, CITED) == "asks"
+    assert same_need("솔빛베이커리 부산점 위치가 어디야?", "솔빛베이커리 부산점은 어디에 있어?", shop, shop) is None
+
+
 def vec(*values: float) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
