@@ -209,7 +209,7 @@ def read(question: str) -> Asked:
     for phrase in _phrases(_ORDINAL.sub(_PLACEHOLDER, _YEAR.sub(_PLACEHOLDER, text))):
         for word in phrase.casefold().split():
             word = word.strip("'\"‘’“”「」『』()[]")
-            if word == _PLACEHOLDER or len(word) < 2 or word in support.STOP or word.isdigit() \
+            if _PLACEHOLDER in word or len(word) < 2 or word in support.STOP or word.isdigit() \
                     or word.endswith(_CONNECTIVES):
                 continue  # "직원인데": a clause's predicate inside the phrase, not a name
             word = _stem(word)  # "협상할 때": the noun, not its ending; still compared whole (강하늘 is not 강하은)

@@ -139,3 +139,10 @@ def test_the_questions_own_numbers_and_counters_are_the_evidences():
     library = "초롱도서관은 매주 월요일에 쉬고 평일 오후 9시에 문을 닫는다."
     assert mismatch(read("초롱도서관은 몇 시에 문을 닫나요?"), "매주 월요일", library, library) == "answer_type"
     assert mismatch(read("초롱도서관은 몇 시에 문을 닫나요?"), "오후 9시", library, library) is None
+
+
+def test_an_ordinal_with_its_prefix_is_a_qualifier_not_a_subject_word():
+    """Split D refused "제3회 누리컵" answers: 제 was left of the ordinal and read as the subject word "제qqq"."""
+    cup = "제3회 누리컵 우승은 푸른돌고래가 차지했다."
+    asked = read("제3회 누리컵 우승팀은 어디야?")
+    assert not any("qqq" in w for w in asked.subject) and mismatch(asked, "푸른돌고래", cup, cup) is None
