@@ -35,6 +35,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.answers import support
 
@@ -249,6 +250,7 @@ _QUOTED = re.compile(r"['‘「『《\"“](?P<t>[^'’」』》\"”\n]{1,60}+)
 _NUMBERED = re.compile(r"(?<![가-힣\d])[가-힣]{2,}+\d++(?=[가-힣])"
                        r"|(?<![가-힣])[가-힣]{2,}+ ++\d++"
                        r"(?=$|[\s?!.,'’\"”]|(?:의|은|는|이|가|을|를|에|도|와|과|로)(?![가-힣]))")
+_NOMINAL = ("NNG", "NNP", "XSN", "XPN", "NR", "SN", "SL", "SH")  # the pieces of a noun Kiwi splits
 QUESTION_MAX = 500  # characters of a question read for nouns (Kiwi is linear; a question is short)
 
 
@@ -270,11 +272,24 @@ def _rare(text: str, subject: list[str]) -> tuple[tuple[str, ...], tuple[str, ..
     text = text[:QUESTION_MAX]
     out: list[str] = []
     nouns: list[str] = []
-    for token in morphs.tokens(text):
+    tokens = morphs.tokens(text)
+    for token in tokens:
         word = text[token.start:token.start + token.len].casefold()
         if token.tag in ("NNG", "NNP") and len(word) >= 2 and word not in support.STOP \
                 and word not in _RELATIONAL and not _WH.fullmatch(word) and not common(word):
             (out if token.tag == "NNP" else nouns).append(word)
+    # A name is the whole run of nominal pieces around a proper noun within one word: Kiwi reads 민가영
+    # as 민/NNP 가/XSN 영/NR and 서울마라톤 as 서울/NNP 마라톤/NNG (the run, not 민 or 서울, is the name).
+    run: list[Any] = []
+    for token in [*tokens, None]:
+        if token is not None and token.tag in _NOMINAL and (not run or token.start == run[-1].start + run[-1].len):
+            run.append(token)
+            continue
+        if any(t.tag == "NNP" for t in run) and len(run) > 1:
+            word = text[run[0].start:run[-1].start + run[-1].len].casefold()
+            if not common(word):
+                out.append(word)
+        run = [token] if token is not None and token.tag in _NOMINAL else []
     out += [m.group().casefold() for m in _LATIN_NAME.finditer(text)]
     # Titles and numbered names are asked whole: '햇빛 식당' is not '달빛 식당', 잇섬2대교 not 잇섬대교,
     # 시즌 2 not the series.
