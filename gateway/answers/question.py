@@ -25,7 +25,9 @@ names, the question's own numbers, the counter after a number and 몇 시. Split
 (answers_near_e.json), written before them, reported them; after it, a rarer common noun refuses only
 when another passage found holds it (the gateway's own answers tests asked "반품 신청 기한은요?" and
 "연차 휴가 일수", and no frequency threshold separated 기한 and 일수 from 막차), and split F
-(answers_near_f.json), written after that, reports it.
+(answers_near_f.json), written after that, reported it. E's and F's misses then shaped three more: a
+name Kiwi splits read as its whole nominal run (민가영), days (토요일, 주말) and superlatives (가장 긴) as
+qualifiers. Split G (answers_near_g.json), written after them, reports them.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class Asked:
     names: tuple[str, ...] = ()  # proper nouns (Kiwi), titles, numbered and Latin names outside the subject
     rare: tuple[str, ...] = ()  # the question's other common nouns (Kiwi) that are not everyday words
     numbers: tuple[str, ...] = ()  # the question's own numbers with their units, dates apart (3단지, 6개월)
+    days: tuple[str, ...] = ()  # the days it asks about (토요일, 주말, 공휴일): a qualifier
+    most: str = ""  # the first letter of the word after 가장/제일 (가장 *긴* 구간: 긴): a qualifier
 
 
 # The endings a counter after 몇 carries in a question: copulas, particles (grammar, a closed set).
@@ -240,7 +244,9 @@ def read(question: str) -> Asked:
         kind = "name"
     return Asked(tuple(subject), tuple(sorted(ordinals(text))), tuple(m["y"] for m in _YEAR.finditer(text)),
                  kind, unit, counter, *_rare(text, subject),
-                 tuple(support.numbers(_DATE.sub(" ", _ORDINAL.sub(" ", text[:QUESTION_MAX])))))
+                 tuple(support.numbers(_DATE.sub(" ", _ORDINAL.sub(" ", text[:QUESTION_MAX])))),
+                 tuple(dict.fromkeys(m.group() for m in _DAYS.finditer(text))),
+                 (_MOST.search(text) or {"w": ""})["w"][:1])
 
 
 _QUOTED = re.compile(r"['‘「『《\"“](?P<t>[^'’」』》\"”\n]{1,60}+)['’」』》\"”]")
@@ -250,6 +256,12 @@ _QUOTED = re.compile(r"['‘「『《\"“](?P<t>[^'’」』》\"”\n]{1,60}+)
 _NUMBERED = re.compile(r"(?<![가-힣\d])[가-힣]{2,}+\d++(?=[가-힣])"
                        r"|(?<![가-힣])[가-힣]{2,}+ ++\d++"
                        r"(?=$|[\s?!.,'’\"”]|(?:의|은|는|이|가|을|를|에|도|와|과|로)(?![가-힣]))")
+# The days a question may ask about (the calendar's closed set of day names): the evidence must name the
+# same day, or every day (매일, 연중무휴). "토요일에는 몇 시에 문을 열어?" is not answered by a weekday hour.
+_DAYS = re.compile(r"[월화수목금토일]요일|평일|주말|주중|공휴일|휴일|명절|연휴")
+_EVERY_DAY = re.compile(r"매일|날마다|연중무휴|휴무\s*없이|365일|언제나|항상")
+# A superlative: 가장/제일 and the word it grades (가장 긴, 제일 많이); the evidence must grade the same way.
+_MOST = re.compile(r"(?:가장|제일)\s*(?P<w>[가-힣]+)")
 _NOMINAL = ("NNG", "NNP", "XSN", "XPN", "NR", "SN", "SL", "SH")  # the pieces of a noun Kiwi splits
 QUESTION_MAX = 500  # characters of a question read for nouns (Kiwi is linear; a question is short)
 
@@ -320,7 +332,7 @@ def merged(rewritten: str, original: str) -> Asked:
     kind, unit, counter = (own.kind, own.unit, own.counter) if own.kind else (new.kind, new.unit, new.counter)
     return Asked(new.subject, tuple(sorted(set(new.ordinals) | set(own.ordinals))),
                  tuple(dict.fromkeys(new.years + own.years)), kind, unit, counter, new.names, new.rare,
-                 new.numbers)
+                 new.numbers, new.days or own.days, new.most or own.most)
 
 
 def _is_date(answer: str) -> bool:
@@ -394,6 +406,10 @@ def mismatch(asked: Asked, answer: str, evidence: str, passage: str | None = Non
         return "qualifier_mismatch"
     if asked.numbers and not set(asked.numbers) <= set(support.numbers(_norm(evidence))):
         return "qualifier_mismatch"  # 3단지 asked, 2단지 said; 6개월 연체 asked, no 6개월 in the evidence
+    if asked.days and not _EVERY_DAY.search(haystack) and any(d not in haystack for d in asked.days):
+        return "qualifier_mismatch"  # 주말 asked, a weekday hour held (found on splits E and F)
+    if asked.most and not any(m["w"].startswith(asked.most) for m in _MOST.finditer(_norm(passage or evidence))):
+        return "qualifier_mismatch"  # 가장 짧은 asked, 가장 긴 held (split C), or no superlative at all (F)
     if asked.kind == "number" and not counted(asked.counter, evidence):
         return "answer_type"  # 몇 척 asked, the evidence counts 명: a number of another thing
     if asked.kind == "number" and _CALENDAR.search(answer) and not support.numbers(_DATE.sub(" ", answer)):

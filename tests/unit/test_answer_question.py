@@ -168,3 +168,16 @@ def test_a_name_kiwi_splits_is_read_as_the_whole_run_around_its_proper_noun():
     asked = read("도예가 민가영 두 번째 개인전 제목은 뭐야?")
     assert "민가영" in asked.names and mismatch(asked, "흙의 시간", show) == "subject_not_in_evidence"
     assert mismatch(read("도예가 민가온 두 번째 개인전 제목은 뭐야?"), "흙의 시간", show) is None
+
+
+def test_a_day_or_a_superlative_asked_must_be_the_evidences():
+    """Splits E and F kept weekday hours for 주말/토요일 questions, and split C "4" for "가장 짧은 구간"
+    from "가장 긴 4구간"; a day name (a closed set) and the word a superlative grades are qualifiers."""
+    hours = "초롱도서관은 평일 오후 9시까지 연다."
+    assert mismatch(read("초롱도서관은 토요일에는 몇 시까지 열어?"), "오후 9시", hours, hours) == "qualifier_mismatch"
+    assert mismatch(read("초롱도서관은 평일 몇 시까지 열어?"), "오후 9시", hours, hours) is None
+    daily = "초롱도서관은 매일 오후 9시까지 연다."
+    assert mismatch(read("초롱도서관은 토요일에는 몇 시까지 열어?"), "오후 9시", daily, daily) is None
+    trail = "솔바람길은 모두 7개 구간이며 가장 긴 4구간은 9km이다."
+    assert mismatch(read("솔바람길에서 가장 짧은 구간은 몇 구간이야?"), "4", trail, trail) == "qualifier_mismatch"
+    assert mismatch(read("솔바람길에서 가장 긴 구간은 몇 구간이야?"), "4", trail, trail) is None
