@@ -332,6 +332,7 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
     request = _terms(text)
     out: dict[str, Any] = {}
     g = Grounding(out)
+    derived_keys: set[str] = set()
     for key, value in arguments.items():
         schema: dict[str, Any] = props[key] if isinstance(props.get(key), dict) else {}
         about = _about(key, schema)
@@ -357,6 +358,8 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
                 bool(DERIVED.search(str(schema.get("description", "")))) and not AS_SAID.search(about)) or (
                 "enum" in schema and all(isinstance(e, str) and re.fullmatch(r"[A-Z]{3}", e) for e in schema["enum"]))
             v = squash(value)
+            if derived:
+                derived_keys.add(key)
             if derived or not v:
                 ok = True
             elif "enum" in schema:  # one of the tool's values: the person named it (a size nobody said is asked)
@@ -386,6 +389,16 @@ def ground(name: str, description: str, arguments: dict[str, Any], parameters: d
             g.missing.append(key)
         else:
             g.dropped.append(key)
+    # A value said once fills one required parameter: "내일 부산 날씨" as search_flights(origin="부산",
+    # destination="부산") names no second place (found on the report2 split).
+    seen: set[str] = set()
+    for key in [k for k in parameters.get("required") or [] if k in out]:
+        v = squash(out[key]) if isinstance(out[key], str) and key not in derived_keys else ""
+        if v and v in seen and flat.count(v) < 2:
+            del out[key]
+            g.missing.append(key)
+        elif v:
+            seen.add(v)
     g.missing += [k for k in parameters.get("required") or [] if k not in arguments and k not in g.missing]
     about = tool_text(name, description, parameters)
     shares = related(about, text, " ".join(str(v) for v in out.values() if isinstance(v, str)))

@@ -196,3 +196,17 @@ def test_a_number_of_a_date_or_a_clock_time_counts_only_for_a_parameter_of_time(
     bike = {"type": "object", "required": ["hours"],
             "properties": {"hours": {"type": "integer", "description": "대여 시간(시간 단위)"}}}
     assert ground("rent_bike", "자전거 대여", {"hours": 3}, bike, "3시간 빌려 줘").arguments == {"hours": 3}
+
+
+def test_a_value_said_once_fills_one_required_parameter():
+    """The report2 split called search_flights(origin="부산", destination="부산") for "내일 부산 날씨 알려 줘"."""
+    flights = {"type": "object", "required": ["origin", "destination", "date"],
+               "properties": {"origin": {"type": "string", "description": "출발 도시"},
+                              "destination": {"type": "string", "description": "도착 도시"},
+                              "date": {"type": "string", "format": "date", "description": "출발 날짜"}}}
+    g = ground("search_flights", "항공권을 검색한다", {"origin": "부산", "destination": "부산", "date": "2026-12-08"},
+               flights, "내일 부산 날씨 알려 줘")
+    assert g.outcome != "call" and g.missing == ["destination"]
+    g = ground("search_flights", "항공권을 검색한다", {"origin": "부산", "destination": "제주", "date": "2026-12-08"},
+               flights, "내일 부산에서 제주 가는 항공권")
+    assert g.outcome == "call"
