@@ -32,6 +32,7 @@ an LLM call.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -90,8 +91,12 @@ _ASKS = re.compile(r"(?P<place>어디|어느\s*곳)|(?P<person>누구|누가)|(?
                    r"|(?P<days>며칠)|(?P<count>몇)|(?P<what>무엇|뭐|뭘|무슨|어떤|어떻게|어느|왜)")
 
 
+@functools.lru_cache(maxsize=1024)
 def asks(text: str) -> tuple[object, ...]:
-    """What kind of answer ``text`` asks for: its question words by class, and the type read by grammar."""
+    """What kind of answer ``text`` asks for: its question words by class, and the type read by grammar.
+
+    Cached: a lookup compares the new question with every close stored one, and reading runs Kiwi.
+    """
     from gateway.answers.question import read
 
     text = unicodedata.normalize("NFKC", text)
