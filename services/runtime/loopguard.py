@@ -9,9 +9,11 @@ over the threshold is recorded with its length: logged at WARNING, counted in
 ``mesh_event_loop_stalls_total``, appended to ``report_file`` when one is set (the test suite's guard
 reads it: tests/conftest.py), and kept in :attr:`stalls`. Time the loop spends idle is never counted.
 
-What is not the callback's: garbage collection (a full collection scans the whole heap) and time its
-thread sat runnable while other processes had the cores (``/proc`` schedstat) are reported beside the
-stall and taken out of it. A callback whose thread neither ran nor was seen blocking somewhere was
+What is not the callback's: garbage collection (a full collection scans the whole heap), time its
+thread sat runnable while other processes had the cores (``/proc`` schedstat), and time the machine
+itself was taken — the hypervisor running other guests on its cores (steal in ``/proc/stat``, which a
+thread's CPU clock counts as its own) or every task stalled on memory reclaim (``/proc/pressure/memory``
+full) — are reported beside the stall and taken out of it. A callback whose thread neither ran nor was seen blocking somewhere was
 waiting for the GIL, kept by native code on another thread (a model loading, a large serialisation):
 reported as kind ``gil`` — the loop was held, but not by the code on it.
 """
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 _WATCHED: set[int] = set()  # threads whose loop a watchdog times already (one per thread)
 _STARTS: set[object] = set()  # start-ups under way in this process (see starting())
 _STARTING = [0, 0]  # [unused, how many start-ups have begun]
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit
 _GC = {"started": 0.0, "seconds": 0.0}  # the cyclic collector's time in this process, summed
 
 
@@ -75,6 +78,7 @@ class Stall:
     stack: str
     gc_seconds: float = 0.0  # the garbage collector's time within the callback, not counted in ``seconds``
     cpu_wait_seconds: float = 0.0  # time the thread waited for a core (the machine busy), not counted either
+    machine_seconds: float = 0.0  # cores taken by the hypervisor, or every task stalled on memory: not counted
     kind: str = "held"  # held: the callback's own work or a call it blocked in; gil: another thread kept the GIL
 
     def __str__(self) -> str:
@@ -83,6 +87,8 @@ class Stall:
                     f"another thread, during:\n{self.stack}")
         notes = [f"{self.gc_seconds * 1000:.0f} ms of garbage collection"] if self.gc_seconds >= 0.01 else []
         notes += [f"{self.cpu_wait_seconds * 1000:.0f} ms waiting for a CPU"] if self.cpu_wait_seconds >= 0.01 else []
+        notes += [f"{self.machine_seconds * 1000:.0f} ms the machine took (steal, memory stall)"] \
+            if self.machine_seconds >= 0.01 else []
         extra = f" (besides {' and '.join(notes)})" if notes else ""
         return f"event loop held for {self.seconds * 1000:.0f} ms{extra} at:\n{self.stack}"
 
@@ -112,7 +118,8 @@ class LoopWatchdog:
         self._thread: threading.Thread | None = None
         self._original: Callable[[asyncio.Handle], None] | None = None
         self._schedstat = ""  # the loop thread's /proc schedstat (Linux): its time waiting for a CPU
-        self._waits: deque[tuple[float, float]] = deque(maxlen=800)  # (monotonic, seconds waited), sampled
+        # (monotonic, seconds the loop thread waited for a core, seconds the machine took), sampled
+        self._waits: deque[tuple[float, float, float]] = deque(maxlen=800)
 
     def start(self) -> None:
         """Start timing the callbacks of this thread's loop, and watching from a daemon thread."""
@@ -142,8 +149,12 @@ class LoopWatchdog:
                 # A callback that ran while a start-up was under way at any point (a start-up may end mid-callback)
                 if took > watchdog.threshold_s and not (starting_before or _STARTS or _STARTING[1] != starts_before):
                     # Time the thread sat runnable while other processes had the cores is the machine's, not
-                    # the callback's (a blocking call or the GIL held elsewhere is sleeping: still counted).
-                    waited = min(took, watchdog._waited_since(t))
+                    # the callback's (a blocking call or the GIL held elsewhere is sleeping: still counted); so is
+                    # time the hypervisor or memory reclaim took from every task (the thread's CPU clock runs on).
+                    waited, taken = watchdog._waited_since(t)
+                    waited = min(took, waited)
+                    taken = min(took - waited, taken)
+                    waited += taken
                     # The callback's own work (its thread on a core), or a call it blocks in (the watcher saw
                     # where): "held". Neither — its thread idle and unseen — is the GIL kept by native code on
                     # another thread: reported as such, the callback being its victim, not its cause.
@@ -151,7 +162,7 @@ class LoopWatchdog:
                     kind = "held" if watchdog._stack or ran >= 0.5 * (took - waited) else "gil"
                     if took - waited > watchdog.threshold_s:
                         watchdog._record(Stall(took - waited, watchdog._stack or f"(no stack taken) {handle!r}"[:2000],
-                                               collected, waited, kind))
+                                               collected, waited - taken, kind, taken))
                 watchdog._stack = ""
 
         asyncio.events.Handle._run = _run  # type: ignore[method-assign,assignment]
@@ -176,14 +187,35 @@ class LoopWatchdog:
         except (OSError, IndexError, ValueError):
             return 0.0
 
-    def _waited_since(self, t: float) -> float:
-        """Run-queue wait of the loop thread since about ``t`` (the last sample at or before it; 0 if none)."""
-        before = next((w for at, w in reversed(self._waits) if at <= t), None)
-        return 0.0 if before is None else max(0.0, self._wait_now() - before)
+    @staticmethod
+    def _machine_now() -> float:
+        """Seconds the machine has taken from this guest's tasks so far: steal per core, plus memory full stall."""
+        taken = 0.0
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = stat.readline().split()
+            taken += int(fields[8]) / _TICKS / (os.cpu_count() or 1)  # steal, in clock ticks summed over cores
+        except (OSError, IndexError, ValueError):
+            pass
+        try:
+            with open("/proc/pressure/memory", encoding="ascii") as pressure:
+                full = pressure.read().split("full ")[1]
+            taken += int(full.rsplit("total=", 1)[1].split()[0]) / 1e6  # microseconds every task was stalled
+        except (OSError, IndexError, ValueError):
+            pass
+        return taken
+
+    def _waited_since(self, t: float) -> tuple[float, float]:
+        """Since about ``t`` (the last sample at or before it; 0 if none): the loop thread's run-queue wait, and
+        the time the machine took (:meth:`_machine_now`)."""
+        before = next(((w, m) for at, w, m in reversed(self._waits) if at <= t), None)
+        if before is None:
+            return 0.0, 0.0
+        return max(0.0, self._wait_now() - before[0]), max(0.0, self._machine_now() - before[1])
 
     def _watch(self) -> None:
         while not self._stop.wait(self.threshold_s / 8):
-            self._waits.append((time.monotonic(), self._wait_now()))
+            self._waits.append((time.monotonic(), self._wait_now(), self._machine_now()))
             started = self._started
             if started and not self._stack and time.monotonic() - started > self.threshold_s * 0.75:
                 frames = sys._current_frames()

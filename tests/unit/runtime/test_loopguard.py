@@ -66,6 +66,18 @@ def test_garbage_collection_inside_a_callback_is_reported_apart():
     assert all(s.seconds < collected[0] for s in held)  # whatever is reported, the collection is not in it
 
 
+def test_time_the_machine_took_from_every_task_is_not_a_stall():
+    async def scenario():
+        await asyncio.sleep(0.05)  # the watcher has sampled once
+        time.sleep(0.25)  # as if the hypervisor had taken the cores (steal) for all of it
+        await asyncio.sleep(0.01)
+
+    dog = LoopWatchdog(0.1, "unit")
+    dog._machine_now = time.monotonic  # the machine's clock of time taken runs with the wall clock
+    assert _run(scenario, dog).stalls == []
+    assert LoopWatchdog._machine_now() >= 0.0  # the real reading (/proc/stat steal, memory pressure) parses
+
+
 def test_the_watchdog_leaves_the_loop_as_it_found_it():
     original = asyncio.events.Handle._run
     _run(lambda: asyncio.sleep(0.01))
