@@ -106,6 +106,24 @@ def recall(hits: list[dict], wanted: set[str]) -> float | None:
     return len({h["id"] for h in hits[:10]} & wanted) / min(10, len(wanted))
 
 
+def model_alone(proposals: list[list[dict]], vocab: Vocabulary) -> list[set[str]]:
+    """Per conversation, what the model's stances alone exclude: every refused or already-had thing that is a
+    vocabulary entry or alias, less what a later turn wants (nothing checked against the turns)."""
+    entries = {w: canon for w, _, canon in vocab.words()}
+    out = []
+    for turns in proposals:
+        left_out: set[str] = set()
+        for delta in turns:
+            for row in delta.get("stances") or []:
+                canon = entries.get(str(row.get("thing", "")).strip())
+                if canon and row.get("stance") in ("refuse", "have"):
+                    left_out.add(canon)
+                elif canon and row.get("stance") == "want":
+                    left_out.discard(canon)
+        out.append(left_out)
+    return out
+
+
 def code_alone(cases: list[dict], vocab: Vocabulary) -> dict[str, float]:
     """The profile the rules read with every proposal empty."""
     marks = []
@@ -123,10 +141,14 @@ def split_run(http: httpx.Client, cases: list[dict], catalog: dict) -> dict[str,
     marks, rows, turn_ms, extract_ms, search_ms, ttft, tokens = [], [], [], [], [], [], []
     recalls, hand_recalls, bad_hits, hand_bad = [], [], 0, 0
     errors: list[str] = []
+    proposals: list[list[dict]] = []
+    golds: list[dict] = []
     for case in cases:
         cid = http.post("/v1/conversations", json={"collection": "gifts", "categories": list(vocab.categories),
                                                    "attributes": list(vocab.attributes)}).json()["id"]
         last: dict[str, Any] = {}
+        proposals.append([])
+        golds.append(case["gold"])
         for text in case["turns"]:
             t0 = time.perf_counter()
             r = http.post(f"/v1/conversations/{cid}/turns", json={"text": text, "top_k": 10})
@@ -135,6 +157,7 @@ def split_run(http: httpx.Client, cases: list[dict], catalog: dict) -> dict[str,
                 errors.append(f"{r.status_code}: {r.text[:200]}")
                 continue
             last = r.json()
+            proposals[-1].append(last.get("proposed") or {})
             turn_ms.append(ms)
             extract_ms.append(last["timings"]["extraction_ms"])
             search_ms.append(last["timings"]["search_ms"])
@@ -154,13 +177,18 @@ def split_run(http: httpx.Client, cases: list[dict], catalog: dict) -> dict[str,
         hand_recalls.append(recall(hand_hits, wanted))
         bad_hits += forbidden(last["hits"][:10], gold)
         hand_bad += forbidden(hand_hits[:10], gold)
-        rows.append({"turns": case["turns"], "profile": last["profile"], "notes": last["notes"], "marks": mark,
+        rows.append({"turns": case["turns"], "proposed": proposals[-1], "profile": last["profile"],
+                     "notes": last["notes"], "marks": mark,
                      "recall": recalls[-1], "hand_recall": hand_recalls[-1]})
     pairs = [(a, b) for a, b in zip(recalls, hand_recalls, strict=True) if a is not None and b is not None]
+    alone = model_alone(proposals, vocab)
+    model_honoured = [set(g["excluded_categories"]) | set(g["forbidden"]) <= left
+                      and not left & {*g["categories"], *g["must_have"]} for g, left in zip(golds, alone, strict=True)]
     return {
         "conversations": len(cases), "turns": len(turn_ms), "errors": errors,
         "profile": {k: round(100 * sum(m[k] for m in marks) / len(marks), 1) for k in marks[0]},
         "code_alone": code_alone(cases, vocab),
+        "model_alone_exclusions": round(100 * sum(model_honoured) / len(model_honoured), 1) if golds else None,
         "must_have_recall": round(100 * statistics.fmean(a for a, _ in pairs), 1) if pairs else None,
         "hand_recall": round(100 * statistics.fmean(b for _, b in pairs), 1) if pairs else None,
         "forbidden_in_top10": bad_hits, "hand_forbidden_in_top10": hand_bad,
@@ -194,10 +222,11 @@ def markdown(f: dict[str, Any]) -> list[str]:
     """The figures as tables."""
     lines = ["## Final profile (% of conversations)", "", md_table(
         ["split", "n", "budget exact", "exclusions honoured", "recipient", "occasion",
-         "code alone: budget / exclusions / recipient / occasion"],
+         "code alone: budget / exclusions / recipient / occasion", "model alone: exclusions"],
         [[s, str(f[s]["conversations"]), *(str(f[s]["profile"][k]) for k in ("budget", "exclusions", "recipient",
                                                                                "occasion")),
-          " / ".join(str(f[s]["code_alone"].get(k)) for k in ("budget", "exclusions", "recipient", "occasion"))]
+          " / ".join(str(f[s]["code_alone"].get(k)) for k in ("budget", "exclusions", "recipient", "occasion")),
+          str(f[s].get("model_alone_exclusions"))]
          for s in f["splits"]]), "", "Targets: budget ≥ 95, exclusions ≥ 95, recipient and occasion ≥ 90.", "",
         "Failed turns (counted, the conversation went on): " + (", ".join(
             f"{s} {len(f[s].get('errors', []))}" for s in f["splits"])) + ".", "",

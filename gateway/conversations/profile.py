@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.conversations import stance
 from services.runtime.korean.amounts import amounts
 from services.runtime.korean.particles import starts_word, strip_particle
 
@@ -36,7 +37,7 @@ OCCASIONS = ("생일", "생신", "결혼기념일", "기념일", "집들이", "�
              "입학", "취업", "합격", "크리스마스", "어버이날", "스승의 날", "발렌타인데이", "화이트데이", "설날",
              "추석", "명절", "100일", "결혼", "환갑", "칠순", "성년의 날",
              *"연말 송년 신년 새해 퇴직 은퇴 전역 제대 백일 약혼 임신 결혼식 팔순 고희 어린이날 "
-              "수능 입사 회갑".split())
+              "수능 입사 회갑 돌 돌잔치 첫돌 백일잔치 병문안 문병 퇴원 이사 개업식 개원 생일파티 상견례".split())
 # Words that name an attribute tag (the tag itself always does). Used only for tags the collection has.
 ATTRIBUTE_ALIASES = {
     "알코올": ("술", "주류"), "무알코올": ("무알콜",), "견과류": ("견과", "땅콩", "호두"),
@@ -202,13 +203,27 @@ class Merge:
     notes: list[str] = field(default_factory=list)
 
 
+# A later amount that revises the one before it, by grammar: the first told as past or denied (5만 원이었는데,
+# 5만 원 말고, 5만 원이 아니라), or the second as where the budget moves to (8만 원으로 늘릴게, 올려서, 바꿀게).
+_WAS = re.compile(r"^\s*+(?:이었|였|이던|이라고\s*했|라고\s*했|생각했|잡았|했)[가-힣]*|^\s*+(?:말고|아니[고라다]|이\s*아니|대신)")
+_TO = re.compile(r"^\s*+(?:까지|으?로)?\s*+(?:늘|올|줄이|줄여|줄일|낮|내리|내려|바꾸|바꿀|바꿔|변경|조정|상향|하향)")
+
+
+def revises(text: str, first: Any, second: Any) -> bool:
+    """Whether the amount ``second`` replaces ``first`` (a correction) rather than closing a range with it."""
+    between = text[first.end:second.start]
+    return bool(_WAS.match(between) or _TO.match(text[second.end:]) and "사이" not in text[second.end:])
+
+
 def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] | None:
     """The budget after ``text`` (None: the turn names no amount in won)."""
     found = [a for a in amounts(text) if a.currency in (None, "KRW") and a.integer is not None and a.integer > 0]
     if not found:
         return None
     low, high = profile["budget_min"], profile["budget_max"]
-    if len(found) >= 2:
+    if len(found) >= 2 and revises(text, found[0], found[1]):
+        found = found[1:]  # "5만 원이었는데 8만 원까지 늘릴게": the later amount alone, setting its side
+    elif len(found) >= 2:
         values = sorted(a.integer for a in found[:2] if a.integer is not None)
         return values[0], values[-1]
     one = found[0]
@@ -234,13 +249,41 @@ def _listed(words: tuple[str, ...], text: str) -> list[str]:
     for w in words:
         at = text.find(w)
         while at >= 0 and (any(at < e and s < at + len(w) for s, e, _ in found)
-                           or not (starts_word(text, at) or at > 0 and starts_word(text, at - 1))):
+                           or not (starts_word(text, at) or at > 0 and starts_word(text, at - 1))
+                           or not _whole(text, at, w)):
             at = text.find(w, at + 1)
         if at < 0:
             continue
         start = at - 1 if at > 0 and HANGUL.match(text[at - 1]) and starts_word(text, at - 1) else at
         found.append((start, at + len(w), text[start:at + len(w)]))
     return [w for _, _, w in sorted(found)]
+
+
+def _whole(text: str, at: int, word: str) -> bool:
+    """Whether ``word`` at ``at`` is the word itself: not a title (이사님), and a one-syllable word (돌, 딸) not the
+    start of a longer one (돌아가, 딸기) unless a particle follows it."""
+    after = text[at + len(word):at + len(word) + 1]
+    if after == "님" and not word.endswith("님"):
+        return False
+    return not (len(word) == 1 and after and HANGUL.match(after) and after not in "이가은는을를에의도과와랑")
+
+
+# Kin told through another person ("친구 아들", "동생의 딸"): the gift is for the last of them.
+_OF = re.compile(r"^\s*(?:의\s*)?$")
+
+
+def _compounds(listed: list[str], text: str) -> list[str]:
+    """Adjacent listed kin words joined into one ("친구 아들"), in the order written."""
+    out: list[str] = []
+    for w in listed:
+        if out:
+            prev = out[-1]
+            at, here = text.find(prev), text.find(w, text.find(prev) + len(prev))
+            if at >= 0 and here >= 0 and _OF.match(text[at + len(prev):here]):
+                out[-1] = f"{prev} {w}"
+                continue
+        out.append(w)
+    return out
 
 
 def _slot(key: str, words: tuple[str, ...], other: tuple[str, ...], proposed: str, text: str, current: str | None,
@@ -255,6 +298,8 @@ def _slot(key: str, words: tuple[str, ...], other: tuple[str, ...], proposed: st
     listed = sorted(_listed(tuple(sorted(words, key=len, reverse=True)), text),
                     key=lambda w: text.find(w))
     listed = [w for i, w in enumerate(listed) if not any(w in x and w != x for x in listed[:i] + listed[i + 1:])]
+    if key == "recipient":
+        listed = _compounds(listed, text)
     proposed = proposed.strip()
     if proposed and _quoted(text, proposed):
         covering = [w for w in listed if w in proposed or proposed in w]
@@ -315,7 +360,7 @@ def to_relate(text: str, delta: dict[str, Any], vocab: Vocabulary) -> list[str]:
     if not described:
         return []
     vocab_words = {w for w, _, _ in vocab.words()}
-    proposed = [str(v).strip() for key in ("exclude_categories", "forbidden") for v in delta.get(key) or []]
+    proposed = stance.excluding_things(delta)
     return list(dict.fromkeys([*(w for w in proposed if w and w not in vocab_words), *described]))
 
 
@@ -341,15 +386,13 @@ def _described(described: list[str], delta: dict[str, Any], found: list[Mention]
     out: list[Mention] = []
     mentioned = {(m.kind, m.value) for m in found}
     entries = {w for w, _, _ in vocab.words()}
-    for key in ("exclude_categories", "forbidden"):
-        for value in delta.get(key) or []:
-            value = str(value).strip()
-            if value in entries:
-                continue  # a vocabulary word the turn does not write: the embedded model's noise, unverifiable
-            for kind, canon in related.get(value, []):
-                if (kind, canon) not in mentioned:
-                    out.append(Mention(kind, canon, 0, 0))
-                    notes.append(f"{value!r} proposed for a refused description: {canon!r} excluded")
+    for value in stance.excluding_things(delta):
+        if value in entries:
+            continue  # a vocabulary word the turn does not write: the embedded model's noise, unverifiable
+        for kind, canon in related.get(value, []):
+            if (kind, canon) not in mentioned:
+                out.append(Mention(kind, canon, 0, 0))
+                notes.append(f"{value!r} proposed for a refused description: {canon!r} excluded")
     for desc in described:
         for kind, canon in related.get(desc, []):
             out.append(Mention(kind, canon, 0, 0))
@@ -357,7 +400,7 @@ def _described(described: list[str], delta: dict[str, Any], found: list[Mention]
         if not out:
             word = desc.replace(" 것", "")
             notes.append(f"{desc!r} refused: no vocabulary entry read for it")
-            if word not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
+            if word not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:  # a refused description
                 _add(p["excluded_keywords"], word)
     return out
 
@@ -384,11 +427,20 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     if span is not None:
         p["budget_min"], p["budget_max"] = span
     refused_at = refusals(text, found)
+    read = stance.verify(text, found, delta, refused_at, CLAUSE_END, AND)
+    refused_at |= read.refused
+    out.notes += read.notes
+    for thing in read.outside:  # a refused thing outside the vocabulary: kept out of the query, if it is a thing
+        if stance.nominal(thing) and thing not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
+            _add(p["excluded_keywords"], thing)
+            _drop(p["keywords"], thing)
+            out.notes.append(f"{thing!r} refused: kept out of the query")
     excluded = [found[i] for i in sorted(refused_at)]
     that = THAT.search(text)
     if that:
         before = [m for m in found if m.end <= that.start()]
-        topics = [w for w in TOPIC.findall(text[:that.start()]) if w not in RECIPIENTS and w not in OCCASIONS]
+        topics = [w for w in TOPIC.findall(text[:that.start()]) if w not in RECIPIENTS and w not in OCCASIONS
+                  and stance.nominal(w)]
         if before:
             excluded.append(before[-1])
         elif topics:  # "홍삼은 이미 많으셔서 그건 빼고요": a word outside the vocabulary, kept out of the query
@@ -404,7 +456,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
         excluded += _described(described, delta, found, vocab, related or {}, p, out.notes)
     refusal = re.search(REFUSAL, text) or re.search(CUE, text)
     own = _refused_word(text, refusal.start()) if refusal else None
-    if own and not found and not described and not that:  # "홍삼 말고": a word outside the vocabulary, refused
+    if own and not found and not described and not that and not read.outside and stance.nominal(own):
+        # "홍삼 말고": a word outside the vocabulary, refused
         if own not in p["excluded_keywords"] and len(p["excluded_keywords"]) < 8:
             _add(p["excluded_keywords"], own)
             _drop(p["keywords"], own)
@@ -425,7 +478,7 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     wished = wishes(text, found)
     wanted = [(m.kind, m.value) for i, m in enumerate(found)
               if i not in refused_at and (m.kind == "category" or i in wished)]
-    for value in delta.get("want_categories") or []:
+    for value in [*(delta.get("want_categories") or []), *(x.thing for x in stance.proposed(delta) if x.stance == "want")]:
         canon = _canonical(value, "category", found, vocab)
         if canon is None:
             out.notes.append(f"{value!r} ignored: not a category the turn writes")
@@ -452,7 +505,7 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
         word = word.strip()
         if word and _quoted(text, word) and word not in vocab_words and word not in p["excluded_keywords"] \
                 and word not in (p["recipient"], p["occasion"]) and not AMOUNTISH.search(word) \
-                and len(p["keywords"]) < 8:
+                and len(p["keywords"]) < 8 and word not in GENERIC and stance.nominal(word):
             _add(p["keywords"], word)
     kept = [m for m in found if (m.kind, m.value) not in excluded_values]
     if kept:

@@ -142,6 +142,17 @@ class Confirmation(BaseModel):
     usage: LlmUsage | None = None
 
 
+class Reopened(BaseModel):
+    """A confirmed conversation opened again for corrections (seed 004, E8)."""
+
+    id: str
+    profile: Profile = Field(description="the confirmed profile the corrections start from")
+    confirmed_turn: int = Field(description="the turn whose profile had been confirmed")
+    corrections_left: int = Field(description="turns accepted before the profile must be confirmed again")
+    reopened: int = Field(description="how many times this conversation has been reopened (at most 3)")
+    already: bool = Field(description="true: it was open already (reopened by an earlier call, not confirmed since)")
+
+
 class ListsRequest(Strict):
     """How to build the lists of a confirmed conversation."""
 

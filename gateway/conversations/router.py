@@ -90,6 +90,19 @@ async def confirm_conversation(conversation_id: str, request: Request):
     return await finish.confirm(conversation_id, deadline)
 
 
+@router.post("/v1/conversations/{conversation_id}:reopen", response_model=api.Reopened, responses=ERRORS)
+async def reopen_conversation(conversation_id: str, request: Request):
+    """Open a confirmed conversation again to correct its profile (seed 004): up to 3 more turns, then confirm again.
+
+    The turns merge onto the confirmed profile; a fourth turn is 409 `corrections_used`. Until the new
+    confirm, a list job is 409 `not_confirmed` (one queued before the reopen fails with that reason), and
+    after it the lists read the new confirmation. Two instances reopening at once: one reopens, the
+    other answers `already: true`. At most 3 reopens per conversation (409 `reopen_limit`); 409
+    `not_confirmed` for a conversation that was never confirmed.
+    """
+    return await _conversations(request).reopen(conversation_id)
+
+
 @router.post("/v1/conversations/{conversation_id}/lists", status_code=202, response_model=api.ListsJob,
              responses=ERRORS)
 async def start_lists(conversation_id: str, body: api.ListsRequest, request: Request):

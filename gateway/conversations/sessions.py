@@ -54,6 +54,14 @@ def public(profile: dict[str, Any]) -> api.Profile:
 
 
 CONFIRMED = "confirmed"  # the hash field a confirm writes: the frozen profile (gateway/conversations/finish.py)
+REOPENED = "reopened:"  # reopened:<k>: the confirmation a reopen set aside (the k-th reopen)
+CORRECTIONS = 3  # turns a reopened conversation takes before it must be confirmed again (seed 004: up to three)
+MAX_REOPENS = 3
+
+
+def reopenings(fields: dict[str, str]) -> dict[int, dict]:
+    """The confirmations set aside by reopens, by their number."""
+    return numbered(fields, REOPENED)
 
 
 class Conversations:
@@ -82,9 +90,51 @@ class Conversations:
         if not fields or "meta" not in fields:
             raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
         if open_only and CONFIRMED in fields:
-            raise ApiError(409, "conversation_confirmed", "the profile is confirmed: start a new conversation to "
-                                                          "change it")
-        return json.loads(fields["meta"]), numbered(fields)
+            raise ApiError(409, "conversation_confirmed", "the profile is confirmed: reopen it to correct it "
+                                                          "(POST /v1/conversations/{id}:reopen)")
+        turns = numbered(fields)
+        reopened = reopenings(fields)
+        if open_only and reopened and max(turns, default=0) >= reopened[max(reopened)]["turn"] + CORRECTIONS:
+            raise ApiError(409, "corrections_used", f"{CORRECTIONS} correction turns were taken since the reopen: "
+                                                    "confirm the profile again")
+        return json.loads(fields["meta"]), turns
+
+    async def reopen(self, cid: str) -> api.Reopened:
+        """Open a confirmed conversation again for up to ``CORRECTIONS`` turns (409 ``not_confirmed`` before a confirm).
+
+        The confirmation moves aside (``reopened:<k>``) in one atomic step, so of two instances reopening at
+        once one moves it and the other answers ``already``; the lists job then refuses until it is confirmed
+        again, and reads that newer confirmation.
+        """
+        for _ in range(3):
+            try:
+                fields = await session_hash(self.store, self.key(cid), cid)
+            except StoreUnavailable as err:
+                raise unavailable(err) from None
+            if not fields or "meta" not in fields:
+                raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
+            reopened = reopenings(fields)
+            turns = numbered(fields)
+            if CONFIRMED not in fields:
+                if not reopened:
+                    raise ApiError(409, "not_confirmed", "the conversation is open: only a confirmed one is reopened")
+                last = reopened[max(reopened)]
+                return api.Reopened(id=cid, profile=public(last["profile"]), confirmed_turn=last["turn"],
+                                    corrections_left=max(0, last["turn"] + CORRECTIONS - max(turns, default=0)),
+                                    reopened=max(reopened), already=True)
+            k = max(reopened, default=0) + 1
+            if k > MAX_REOPENS:
+                raise ApiError(409, "reopen_limit", f"reopened {MAX_REOPENS} times already: start a new conversation")
+            try:
+                moved = await self.store.hmove(self.key(cid), CONFIRMED, f"{REOPENED}{k}", self.ttl_s)
+            except StoreUnavailable as err:
+                raise unavailable(err) from None
+            if moved:
+                record = json.loads(fields[CONFIRMED])
+                return api.Reopened(id=cid, profile=public(record["profile"]), confirmed_turn=record["turn"],
+                                    corrections_left=CORRECTIONS, reopened=k, already=False)
+        raise ApiError(409, "conversation_changed", "the conversation changed during the reopen; send it again",
+                       retryable=True)
 
     async def _expires(self, cid: str) -> int:
         try:

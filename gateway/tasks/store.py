@@ -53,6 +53,13 @@ class KeyValue(ABC):
         """Set ``field`` of hash ``key``; the hash lives ``ttl_s`` more."""
 
     @abstractmethod
+    async def hmove(self, key: str, field: str, to: str, ttl_s: int) -> bool | None:
+        """Rename ``field`` to ``to`` within hash ``key``, atomically (one script on Redis).
+
+        True: moved; None: ``field`` was not there; False: ``to`` was (nothing changed).
+        """
+
+    @abstractmethod
     async def hdel(self, key: str, field: str) -> None:
         """Remove ``field`` of hash ``key``."""
 
@@ -163,6 +170,16 @@ class MemoryKeyValue(KeyValue):
         fields[field] = value
         self._put(key, fields, ttl_s)
 
+    async def hmove(self, key: str, field: str, to: str, ttl_s: int) -> bool | None:  # noqa: D102
+        fields = self._hash(key)  # nothing awaits in between: atomic in this process
+        if field not in fields:
+            return None
+        if to in fields:
+            return False
+        fields[to] = fields.pop(field)
+        self._put(key, fields, ttl_s)
+        return True
+
     async def hdel(self, key: str, field: str) -> None:  # noqa: D102
         entry = self._data[self._kind(key)].get(key)
         if entry is not None and isinstance(entry[1], dict):
@@ -184,6 +201,17 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return set
 """
 
+# KEYS[1] the hash; ARGV: field, to, ttl. -1: no field; 0: ``to`` is there; 1: moved.
+HMOVE = """
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return -1 end
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], value)
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
+"""
+
 
 class RedisKeyValue(KeyValue):
     """Redis; each write sets the TTL in the same round trip (MULTI)."""
@@ -196,6 +224,7 @@ class RedisKeyValue(KeyValue):
         self._redis = redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                      decode_responses=True)
         self._hsetnx_unless = self._redis.register_script(HSETNX_UNLESS)  # EVALSHA: the script sent once
+        self._hmove = self._redis.register_script(HMOVE)
 
     async def _call(self, op):
         try:
@@ -229,6 +258,10 @@ class RedisKeyValue(KeyValue):
 
     async def hdel(self, key: str, field: str) -> None:  # noqa: D102
         await self._call(self._redis.hdel(key, field))
+
+    async def hmove(self, key: str, field: str, to: str, ttl_s: int) -> bool | None:  # noqa: D102
+        got = int(await self._call(self._hmove(keys=[key], args=[field, to, ttl_s])))
+        return None if got < 0 else bool(got)
 
     async def hgetall(self, key: str) -> dict[str, str]:  # noqa: D102
         return await self._call(self._redis.hgetall(key))

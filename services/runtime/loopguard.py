@@ -78,8 +78,8 @@ class Stall:
     stack: str
     gc_seconds: float = 0.0  # the garbage collector's time within the callback, not counted in ``seconds``
     cpu_wait_seconds: float = 0.0  # time the thread waited for a core (the machine busy), not counted either
-    machine_seconds: float = 0.0  # cores taken by the hypervisor, or every task stalled on memory: not counted
     kind: str = "held"  # held: the callback's own work or a call it blocked in; gil: another thread kept the GIL
+    machine_seconds: float = 0.0  # cores taken by the hypervisor, or every task stalled on memory: not counted
 
     def __str__(self) -> str:
         if self.kind == "gil":

@@ -22,12 +22,12 @@ import pytest_asyncio
 from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support.apps import asgi_client, gateway_app
-from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES
+from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES, stances
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PROPOSALS = {"아내 생일 선물 찾는데요": {"recipient": "아내", "occasion": "생일"},
-             "와인은 빼 주세요": {"exclude_categories": ["와인"]}}
+             "와인은 빼 주세요": stances(와인="refuse")}
 
 
 def reply(body: dict) -> dict:
@@ -81,3 +81,36 @@ async def test_a_turn_sent_during_a_confirm_is_in_the_frozen_profile_and_one_aft
     assert after.status_code == 409 and after.json()["error"]["code"] == "conversation_confirmed", after.text
     state = (await h2.get(f"/v1/conversations/{cid}")).json()
     assert len(state["turns"]) == body["turn"]  # no turn stored beyond the frozen one
+
+
+async def test_a_confirmed_conversation_reopened_on_two_instances_takes_three_corrections_then_a_new_confirm(two):
+    h1, h2 = two
+    cid = (await h1.post("/v1/conversations", json={"collection": "race-gifts", "categories": GIFT_CATEGORIES,
+                                                    "attributes": GIFT_ATTRIBUTES})).json()["id"]
+    assert (await h1.post(f"/v1/conversations/{cid}/turns", json={"text": "아내 생일 선물 찾는데요"})).status_code == 200
+    never = await h2.post(f"/v1/conversations/{cid}:reopen")
+    assert never.status_code == 409 and never.json()["error"]["code"] == "not_confirmed"
+    first = (await h1.post(f"/v1/conversations/{cid}:confirm", json={})).json()
+    assert first["turn"] == 1 and first["profile"]["excluded_categories"] == []
+
+    both = await asyncio.gather(h1.post(f"/v1/conversations/{cid}:reopen"), h2.post(f"/v1/conversations/{cid}:reopen"))
+    assert [r.status_code for r in both] == [200, 200], [r.text for r in both]
+    assert sorted(r.json()["already"] for r in both) == [False, True]  # one reopened, the other saw it open
+    assert all(r.json()["corrections_left"] == 3 and r.json()["confirmed_turn"] == 1 for r in both)
+    refused = await h1.post(f"/v1/conversations/{cid}/lists", json={"top_k": 3})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "not_confirmed"
+
+    fix = await h2.post(f"/v1/conversations/{cid}/turns", json={"text": "와인은 빼 주세요"})
+    assert fix.status_code == 200 and fix.json()["turn"] == 2, fix.text
+    assert fix.json()["profile"]["recipient"] == "아내"  # merged onto the confirmed profile
+    for text in ("아내 생일 선물 찾는데요", "아내 생일 선물 찾는데요"):
+        assert (await h1.post(f"/v1/conversations/{cid}/turns", json={"text": text})).status_code == 200
+    fourth = await h2.post(f"/v1/conversations/{cid}/turns", json={"text": "아내 생일 선물 찾는데요"})
+    assert fourth.status_code == 409 and fourth.json()["error"]["code"] == "corrections_used", fourth.text
+
+    again = (await h2.post(f"/v1/conversations/{cid}:confirm", json={})).json()
+    assert again["turn"] == 4 and not again["already"] and again["profile"]["excluded_categories"] == ["와인"]
+    lists = await h1.post(f"/v1/conversations/{cid}/lists", json={"top_k": 3})
+    assert lists.status_code == 202, lists.text  # the lists now read the new confirmation
+    stored = (await h1.post(f"/v1/conversations/{cid}:confirm", json={})).json()
+    assert stored["already"] and stored["turn"] == 4

@@ -20,7 +20,7 @@ from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app, parse_sse
-from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES
+from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES, stances
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -30,8 +30,8 @@ PROPOSALS = {
     "남편 생일 선물이요": {"recipient": "남편", "occasion": "생일"},
     "친구 집들이 선물이요": {"recipient": "친구", "occasion": "집들이"},
     "예산은 10만 원 정도예요": {},
-    "향수는 빼 주세요": {"exclude_categories": ["향수"]},
-    "향초나 꽃이 좋겠어요": {"want_categories": ["향초", "꽃"]},
+    "향수는 빼 주세요": stances(향수="refuse"),
+    "향초나 꽃이 좋겠어요": stances(향초="want", 꽃="want"),
 }
 CALLS: list[str] = []
 

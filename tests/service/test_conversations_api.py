@@ -18,18 +18,18 @@ from bench.standin import ChatStandIn
 from services.reasoning.backends.openai_http import OpenAIBackend
 from support import job_finished
 from support.apps import asgi_client, gateway_app
-from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES
+from support.catalogs import EMPTY_PROPOSAL, GIFT_ATTRIBUTES, GIFT_CATALOG, GIFT_CATEGORIES, stances
 from support.servers import running_reasoning
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 CATALOG, CATEGORIES, ATTRIBUTES, EMPTY = GIFT_CATALOG, GIFT_CATEGORIES, GIFT_ATTRIBUTES, EMPTY_PROPOSAL
 PROPOSALS = {  # what the stand-in "model" proposes for each turn
     "아내 생일 선물 찾는데요": {"recipient": "아내", "occasion": "생일"},
-    "예산은 10만 원 정도예요": {"budget_text": "10000원"},  # misread: code reads the turn
-    "향수는 빼 주세요": {"exclude_categories": ["향수"]},
+    "예산은 10만 원 정도예요": {"keywords": ["10000원"]},  # misread: code reads the budget from the turn
+    "향수는 빼 주세요": stances(향수="refuse"),
     "아, 꽃도 싫어해요": {},  # missed: code reads the refusal
-    "각인 되는 지갑이나 시계로 보여 주세요": {"want_categories": ["지갑", "시계"], "must_have": ["각인"]},
-    "향수 좋긴 한데 향수는 빼 주세요": {"want_categories": ["향수"]},
+    "각인 되는 지갑이나 시계로 보여 주세요": stances(지갑="want", 시계="want", 각인="want"),
+    "향수 좋긴 한데 향수는 빼 주세요": stances(향수="want"),
 }
 
 

@@ -17,5 +17,9 @@ GIFT_CATALOG = json.loads((Path(__file__).parents[2] / "bench" / "data" / "gift_
 GIFT_CATEGORIES = sorted({i["payload"]["category"] for i in GIFT_CATALOG["items"]})
 GIFT_ATTRIBUTES = sorted({t for i in GIFT_CATALOG["items"] for t in i["payload"]["tags"]})
 # A spec_delta proposal that changes nothing (a stand-in's answer adds only what a turn should).
-EMPTY_PROPOSAL = {"recipient": "", "occasion": "", "budget_text": "", "want_categories": [],
-                  "exclude_categories": [], "must_have": [], "forbidden": [], "keywords": [], "exclude_last": False}
+EMPTY_PROPOSAL = {"recipient": "", "occasion": "", "stances": [], "keywords": [], "exclude_last": False}
+
+
+def stances(**said: str) -> dict:
+    """A spec_delta proposal's stances: ``stances(향수="refuse")`` → {"stances": [{"thing": "향수", ...}]}."""
+    return {"stances": [{"thing": k, "stance": v} for k, v in said.items()]}

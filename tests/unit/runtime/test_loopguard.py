@@ -7,7 +7,7 @@ import gc
 import threading
 import time
 
-from services.runtime.loopguard import LoopWatchdog, starting
+from services.runtime.loopguard import LoopWatchdog, Stall, starting
 
 
 def _run(scenario, dog: LoopWatchdog | None = None) -> LoopWatchdog:
@@ -76,6 +76,7 @@ def test_time_the_machine_took_from_every_task_is_not_a_stall():
     dog._machine_now = time.monotonic  # the machine's clock of time taken runs with the wall clock
     assert _run(scenario, dog).stalls == []
     assert LoopWatchdog._machine_now() >= 0.0  # the real reading (/proc/stat steal, memory pressure) parses
+    assert "50 ms the machine took" in str(Stall(0.3, "at", 0.0, 0.0, "held", 0.05))
 
 
 def test_the_watchdog_leaves_the_loop_as_it_found_it():

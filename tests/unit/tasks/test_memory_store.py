@@ -28,3 +28,14 @@ async def test_an_expired_key_goes_before_a_live_one():
     await store.hset("conversation:new", "meta", "{}", 1000)
     assert await store.hgetall("conversation:live") and await store.hgetall("conversation:new")
     assert await store.ttl("conversation:old") == 0
+
+
+async def test_a_field_moves_once_and_never_over_another():
+    store = MemoryKeyValue()
+    assert await store.hmove("conversation:a", "confirmed", "reopened:1", 60) is None  # nothing to move
+    await store.hset("conversation:a", "confirmed", "v1", 60)
+    assert await store.hmove("conversation:a", "confirmed", "reopened:1", 60) is True
+    assert await store.hgetall("conversation:a") == {"reopened:1": "v1"}
+    await store.hset("conversation:a", "confirmed", "v2", 60)
+    assert await store.hmove("conversation:a", "confirmed", "reopened:1", 60) is False  # taken: nothing changes
+    assert await store.hgetall("conversation:a") == {"reopened:1": "v1", "confirmed": "v2"}

@@ -1,0 +1,170 @@
+"""What a turn says of each thing it names — wants it, refuses it, already has it, only mentions it (issue 80).
+
+The model proposes a stance per thing (``stances`` of the ``spec_delta`` task); code verifies it
+against the turn, because word lists of refusals miss every new way of saying no ("시계는 이미 차고
+다니셔", "술은 끊으셨어", "꽃은 병원에서 안 된대") and a 1.5B model files wanted things as refused:
+
+- **the thing is named in this turn**: the proposed words are written in the turn and cover a
+  vocabulary mention (its entry or an alias), or — outside the vocabulary — the serving layer's
+  embedding finds its nearest entry (the same rule as a refused description's);
+- **the turn says something of it**: its clause (from the mention to the next mention or clause end)
+  holds a predicate of its own, or it is joined (이나, 랑, 하고 …) to a thing whose refusal holds —
+  a bare listing ("지갑이나 가방 20만 원 이하") is no refusal whatever the model says;
+- **no acceptance in that clause**: the grammar of :data:`ACCEPT` (괜찮아, 좋겠어, 좋아해, 어때, 도 돼,
+  낫겠다, 원해, 갖고 싶어 … with any ending), unless negated (안 좋아, 좋지 않아, 못 괜찮). A refusal
+  the model proposes beside an acceptance is dropped with a note, and a category it names is wanted.
+
+``have`` (already has it, was given it, gets it elsewhere) excludes like ``refuse``: a gift search
+should not show it. ``want`` adds a category (an attribute still needs the turn's wish, see
+``profile.wishes``); ``mention`` changes nothing. Refusals code reads by itself (``profile.refusals``)
+stand whatever the model proposes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+STANCES = ("want", "refuse", "have", "mention")
+EXCLUDING = ("refuse", "have")
+
+# Acceptance: a stem, then any ending. The stems are grammar (a verb or adjective of liking, fitting or
+# allowing), not items; their endings are free (괜찮아요, 괜찮을 것 같아, 괜찮대, 괜찮으시대요).
+_ACCEPT_STEM = (r"(?:괜찮|좋(?:아하|아|겠|을|은|다|네|고|더|대|으|던)|낫(?:겠|다|네|지)|나을|나아|어때|어떨|어떠|어떤가"
+                r"|원하|원해|원한|갖고\s*싶|받고\s*싶|사고\s*싶|가지고\s*싶|(?:해|써|줘|사)?도\s*(?:돼|되|괜찮|좋)"
+                r"|마음에\s*들|맘에\s*들|좋아하|반기|환영)")
+ACCEPT = re.compile(_ACCEPT_STEM)
+# Negation around an acceptance: 안/못 before it (as a word or glued: 안좋아), 지 않 / 진 않 / 지는 않 / 지 못 after.
+_NEG_BEFORE = re.compile(r"(?:안|못)\s*$")
+_NEG_AFTER = re.compile(r"^[가-힣]{0,3}?(?:지|진|지는|지도|지가)\s*(?:않|못|마)")
+# A predicate of its own: at least one Hangul syllable after the topic or subject particle that is not
+# another particle, a number or a unit. Particles alone ("이나 ", "랑 ") say nothing of the thing.
+_PARTICLES = re.compile(r"^\s*(?:은|는|이|가|도|을|를|이나|나|랑|이랑|와|과|하고|및|들|들은|들도|종류는|같은\s*(?:건|거|것)|"
+                        r"으로|로|이요|요|,)*\s*")
+_HANGUL = re.compile(r"[가-힣]")
+
+
+def accepts(clause: str) -> bool:
+    """Whether ``clause`` accepts (wants, allows, likes) what it is about: an acceptance stem not negated."""
+    for m in ACCEPT.finditer(clause):
+        before = clause[max(0, m.start() - 3):m.start()]
+        if _NEG_BEFORE.search(before) or _NEG_AFTER.match(clause[m.end():m.end() + 8]):
+            continue
+        return True
+    return False
+
+
+def says_something(segment: str) -> bool:
+    """Whether the words after a mention (to the next mention or the clause end) hold a predicate of their own."""
+    rest = _PARTICLES.sub("", segment, count=1)
+    rest = re.sub(r"[\d,.]+\s*(?:만|천|백)?\s*원?|(?:이하|이상|이내|안쪽|정도|까지|사이|쯤|대)", "", rest)
+    return bool(_HANGUL.search(rest))
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """One stance the model proposed: the words it quoted and what the turn says of them."""
+
+    thing: str
+    stance: str
+
+
+def proposed(delta: dict[str, Any]) -> list[Proposed]:
+    """The model's stances, well-formed ones only (a string thing of 1-20 characters, a known stance)."""
+    out: list[Proposed] = []
+    for row in delta.get("stances") or []:
+        if not isinstance(row, dict):
+            continue
+        thing, stance = str(row.get("thing") or "").strip(), str(row.get("stance") or "").strip()
+        if 1 <= len(thing) <= 20 and stance in STANCES:
+            out.append(Proposed(thing, stance))
+    return out
+
+
+def spans(text: str, thing: str) -> list[tuple[int, int]]:
+    """Where ``thing`` is written in ``text`` (spaces ignored inside it: 전자 기기 = 전자기기)."""
+    if not thing.strip():
+        return []
+    pattern = r"\s*".join(re.escape(ch) for ch in thing.replace(" ", ""))
+    return [(m.start(), m.end()) for m in re.finditer(pattern, text)]
+
+
+def excluding_things(delta: dict[str, Any]) -> list[str]:
+    """Every thing the model proposes to leave out: its refused or already-had stances and its exclusion lists."""
+    out = [p.thing for p in proposed(delta) if p.stance in EXCLUDING]
+    out += [str(v).strip() for key in ("exclude_categories", "forbidden") for v in delta.get(key) or []]
+    return list(dict.fromkeys(w for w in out if w))
+
+
+@dataclass
+class Read:
+    """What the model's stances, verified, say of the turn's mentions (indexes into its mentions)."""
+
+    refused: set[int]  # the model's refusal holds: named, said something of, not accepted
+    accepted: set[int]  # a refusal proposed beside an acceptance of it: dropped, the thing is wanted
+    wanted: set[int]  # the model says the person wants it
+    outside: list[str]  # refused things outside the vocabulary that the turn writes and says something of
+    notes: list[str]
+
+
+def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set[int], clause_end: re.Pattern,
+           joined: re.Pattern) -> Read:
+    """The model's stances checked against the turn (see the module's rules).
+
+    ``found``: the turn's vocabulary mentions (``start``, ``end``, ``value``), in order; ``code_refused``:
+    those code refuses by itself; ``clause_end`` and ``joined`` split clauses and recognise a listing
+    ("이나", "랑") between two mentions.
+    """
+    read = Read(set(), set(), set(), [], [])
+    candidates: set[int] = set()
+    for p in proposed(delta):
+        where = spans(text, p.thing)
+        if not where:
+            if p.stance in EXCLUDING:
+                read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn does not write it")
+            continue
+        covered = [i for i, m in enumerate(found) if any(s < m.end and m.start < e for s, e in where)]
+        if p.stance == "want":
+            read.wanted.update(covered)
+        elif p.stance in EXCLUDING and covered:
+            candidates.update(covered)
+        elif p.stance in EXCLUDING:  # a thing outside the vocabulary (홍삼): kept out of the query if it holds
+            end = where[0][1]
+            clause = clause_end.split(text[end:], maxsplit=1)[0]
+            if accepts(clause):
+                read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn accepts it")
+            elif says_something(clause):
+                read.outside.append(p.thing)
+            else:
+                read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn says nothing of it")
+    for i in sorted(candidates, reverse=True):  # from the last: a listing joins a thing to the refused one after it
+        if i in code_refused:
+            continue
+        segment = text[found[i].end:found[i + 1].start if i + 1 < len(found) else len(text)]
+        clause = clause_end.split(segment, maxsplit=1)[0]
+        if accepts(clause):
+            read.accepted.add(i)
+            read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn accepts it: kept")
+        elif says_something(clause) or (i + 1 in read.refused or i + 1 in code_refused) and joined.match(segment):
+            read.refused.add(i)
+            read.notes.append(f"{found[i].value!r} refused (the model's reading, checked against the turn)")
+        else:
+            read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn says nothing of it: ignored")
+    return read
+
+
+_NOUNS = {"NNG", "NNP", "NR", "SL", "SN", "SH", "XSN", "XPN"}
+
+
+def nominal(word: str) -> bool:
+    """Whether ``word`` names a thing: Kiwi reads it as nouns only (after its particles and a copula's ending).
+
+    "홍삼", "커피 세트", "레고" are; "알아보고", "찾고", "때문에 비싼", "먹는" are not.
+    """
+    from services.runtime.korean import morphs
+
+    toks = list(morphs.tokens(word[:40]))
+    while toks and (toks[-1].tag.startswith(("J", "E")) or toks[-1].tag == "VCP"):
+        toks.pop()
+    return bool(toks) and all(t.tag in _NOUNS for t in toks) and any(t.tag in ("NNG", "NNP", "SL") for t in toks)
