@@ -107,8 +107,10 @@ def recall(hits: list[dict], wanted: set[str]) -> float | None:
 
 
 def model_alone(proposals: list[list[dict]], vocab: Vocabulary) -> list[set[str]]:
-    """Per conversation, what the model's stances alone exclude: every refused or already-had thing that is a
-    vocabulary entry or alias, less what a later turn wants (nothing checked against the turns)."""
+    """Per conversation, what the model's stances alone exclude (nothing checked against the turns).
+
+    Every refused or already-had thing that is a vocabulary entry or alias, less what a later turn wants.
+    """
     entries = {w: canon for w, _, canon in vocab.words()}
     out = []
     for turns in proposals:

@@ -205,7 +205,8 @@ class Merge:
 
 # A later amount that revises the one before it, by grammar: the first told as past or denied (5만 원이었는데,
 # 5만 원 말고, 5만 원이 아니라), or the second as where the budget moves to (8만 원으로 늘릴게, 올려서, 바꿀게).
-_WAS = re.compile(r"^\s*+(?:이었|였|이던|이라고\s*했|라고\s*했|생각했|잡았|했)[가-힣]*|^\s*+(?:말고|아니[고라다]|이\s*아니|대신)")
+_WAS = re.compile(r"^\s*+(?:이었|였|이던|이라고\s*했|라고\s*했|생각했|잡았|했)[가-힣]*"
+                  r"|^\s*+(?:말고|아니[고라다]|이\s*아니|대신)")
 _TO = re.compile(r"^\s*+(?:까지|으?로)?\s*+(?:늘|올|줄이|줄여|줄일|낮|내리|내려|바꾸|바꿀|바꿔|변경|조정|상향|하향)")
 
 
@@ -260,8 +261,11 @@ def _listed(words: tuple[str, ...], text: str) -> list[str]:
 
 
 def _whole(text: str, at: int, word: str) -> bool:
-    """Whether ``word`` at ``at`` is the word itself: not a title (이사님), and a one-syllable word (돌, 딸) not the
-    start of a longer one (돌아가, 딸기) unless a particle follows it."""
+    """Whether ``word`` at ``at`` is the word itself, not part of a longer one.
+
+    Not a title (이사님), and a one-syllable word (돌, 딸) not the start of a longer one (돌아가, 딸기) unless a
+    particle follows it.
+    """
     after = text[at + len(word):at + len(word) + 1]
     if after == "님" and not word.endswith("님"):
         return False
@@ -478,7 +482,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     wished = wishes(text, found)
     wanted = [(m.kind, m.value) for i, m in enumerate(found)
               if i not in refused_at and (m.kind == "category" or i in wished)]
-    for value in [*(delta.get("want_categories") or []), *(x.thing for x in stance.proposed(delta) if x.stance == "want")]:
+    wants = [x.thing for x in stance.proposed(delta) if x.stance == "want"]
+    for value in [*(delta.get("want_categories") or []), *wants]:
         canon = _canonical(value, "category", found, vocab)
         if canon is None:
             out.notes.append(f"{value!r} ignored: not a category the turn writes")

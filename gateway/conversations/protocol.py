@@ -159,7 +159,8 @@ class ListsRequest(Strict):
     top_k: int = Field(5, ge=1, le=20, description="items per list")
     reasons: bool = Field(True, description="one reason call per query (a failed call loses only its items' reason)")
     derived: int = Field(2, ge=0, le=4, description="derived queries the model adds to the gift list's (0: none)")
-    diversity: float = Field(0.3, ge=0, le=1, description="MMR: 0 = pure relevance")
+    diversity: float = Field(0.3, ge=0, le=1, description="MMR: 0 = pure relevance; at most 0.1 when the profile "
+                                                          "names categories (their own queries spread the list)")
 
 
 class ListsJob(BaseModel):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 STANCES = ("want", "refuse", "have", "mention")
@@ -33,16 +34,16 @@ EXCLUDING = ("refuse", "have")
 # allowing), not items; their endings are free (괜찮아요, 괜찮을 것 같아, 괜찮대, 괜찮으시대요).
 _ACCEPT_STEM = (r"(?:괜찮|좋(?:아하|아|겠|을|은|다|네|고|더|대|으|던)|낫(?:겠|다|네|지)|나을|나아|어때|어떨|어떠|어떤가"
                 r"|원하|원해|원한|갖고\s*싶|받고\s*싶|사고\s*싶|가지고\s*싶|(?:해|써|줘|사)?도\s*(?:돼|되|괜찮|좋)"
-                r"|마음에\s*들|맘에\s*들|좋아하|반기|환영)")
+                r"|마음에\s*들|맘에\s*들|좋아하|반기|환영"
+                # a request is a wish too: 보여 주세요, 추천해 줘, 찾고 있어, 골라 줘, 세트로 해 주세요, 그걸로 할게
+                r"|보여|보이|추천|찾아|찾고|찾는|골라|고르|부탁|위주로|(?:으)?로\s*(?:해|할|하))")
 ACCEPT = re.compile(_ACCEPT_STEM)
 # Negation around an acceptance: 안/못 before it (as a word or glued: 안좋아), 지 않 / 진 않 / 지는 않 / 지 못 after.
 _NEG_BEFORE = re.compile(r"(?:안|못)\s*$")
 _NEG_AFTER = re.compile(r"^[가-힣]{0,3}?(?:지|진|지는|지도|지가)\s*(?:않|못|마)")
-# A predicate of its own: at least one Hangul syllable after the topic or subject particle that is not
-# another particle, a number or a unit. Particles alone ("이나 ", "랑 ") say nothing of the thing.
-_PARTICLES = re.compile(r"^\s*(?:은|는|이|가|도|을|를|이나|나|랑|이랑|와|과|하고|및|들|들은|들도|종류는|같은\s*(?:건|거|것)|"
-                        r"으로|로|이요|요|,)*\s*")
-_HANGUL = re.compile(r"[가-힣]")
+# A predicate of its own: a verb, an adjective or a copula (Kiwi's tags) in the words after the mention.
+# Particles, amounts and nouns alone ("이나 ", "으로 4만 원 선에서") say nothing of the thing.
+_PREDICATE = {"VV", "VA", "VX", "VCP", "VCN", "XSV", "XSA"}
 
 
 def accepts(clause: str) -> bool:
@@ -55,11 +56,20 @@ def accepts(clause: str) -> bool:
     return False
 
 
-def says_something(segment: str) -> bool:
-    """Whether the words after a mention (to the next mention or the clause end) hold a predicate of their own."""
-    rest = _PARTICLES.sub("", segment, count=1)
-    rest = re.sub(r"[\d,.]+\s*(?:만|천|백)?\s*원?|(?:이하|이상|이내|안쪽|정도|까지|사이|쯤|대)", "", rest)
-    return bool(_HANGUL.search(rest))
+def says_something(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` holds a predicate of its own (a verb, an adjective or a copula).
+
+    The span is the words after a mention, to the next mention or the clause end; Kiwi reads them in the
+    context of the whole turn.
+    """
+    return any(t.tag.split("-")[0] in _PREDICATE and start <= t.start < end for t in _tokens(text))
+
+
+@lru_cache(maxsize=256)
+def _tokens(text: str) -> tuple[Any, ...]:
+    from services.runtime.korean import morphs
+
+    return tuple(morphs.tokens(text[:1000]))
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set
             clause = clause_end.split(text[end:], maxsplit=1)[0]
             if accepts(clause):
                 read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn accepts it")
-            elif says_something(clause):
+            elif says_something(text, end, end + len(clause)):
                 read.outside.append(p.thing)
             else:
                 read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn says nothing of it")
@@ -146,7 +156,13 @@ def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set
         if accepts(clause):
             read.accepted.add(i)
             read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn accepts it: kept")
-        elif says_something(clause) or (i + 1 in read.refused or i + 1 in code_refused) and joined.match(segment):
+        elif joined.match(segment):  # a listing (향수하고 꽃은 …): refused with the thing after it, or not at all
+            if i + 1 in read.refused or i + 1 in code_refused:
+                read.refused.add(i)
+                read.notes.append(f"{found[i].value!r} refused with the thing listed after it")
+            else:
+                read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn only lists it: ignored")
+        elif says_something(text, found[i].end, found[i].end + len(clause)):
             read.refused.add(i)
             read.notes.append(f"{found[i].value!r} refused (the model's reading, checked against the turn)")
         else:

@@ -13,9 +13,9 @@ What is not the callback's: garbage collection (a full collection scans the whol
 thread sat runnable while other processes had the cores (``/proc`` schedstat), and time the machine
 itself was taken — the hypervisor running other guests on its cores (steal in ``/proc/stat``, which a
 thread's CPU clock counts as its own) or every task stalled on memory reclaim (``/proc/pressure/memory``
-full) — are reported beside the stall and taken out of it. A callback whose thread neither ran nor was seen blocking somewhere was
-waiting for the GIL, kept by native code on another thread (a model loading, a large serialisation):
-reported as kind ``gil`` — the loop was held, but not by the code on it.
+full) — are reported beside the stall and taken out of it. A callback whose thread neither ran nor was
+seen blocking somewhere was waiting for the GIL, kept by native code on another thread (a model
+loading, a large serialisation): reported as kind ``gil`` — the loop was held, but not by the code on it.
 """
 
 from __future__ import annotations
@@ -206,8 +206,10 @@ class LoopWatchdog:
         return taken
 
     def _waited_since(self, t: float) -> tuple[float, float]:
-        """Since about ``t`` (the last sample at or before it; 0 if none): the loop thread's run-queue wait, and
-        the time the machine took (:meth:`_machine_now`)."""
+        """The loop thread's run-queue wait and the time the machine took (:meth:`_machine_now`) since about ``t``.
+
+        From the last sample at or before ``t`` (0 and 0 when there is none).
+        """
         before = next(((w, m) for at, w, m in reversed(self._waits) if at <= t), None)
         if before is None:
             return 0.0, 0.0

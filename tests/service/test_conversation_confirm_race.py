@@ -87,7 +87,8 @@ async def test_a_confirmed_conversation_reopened_on_two_instances_takes_three_co
     h1, h2 = two
     cid = (await h1.post("/v1/conversations", json={"collection": "race-gifts", "categories": GIFT_CATEGORIES,
                                                     "attributes": GIFT_ATTRIBUTES})).json()["id"]
-    assert (await h1.post(f"/v1/conversations/{cid}/turns", json={"text": "아내 생일 선물 찾는데요"})).status_code == 200
+    said = await h1.post(f"/v1/conversations/{cid}/turns", json={"text": "아내 생일 선물 찾는데요"})
+    assert said.status_code == 200
     never = await h2.post(f"/v1/conversations/{cid}:reopen")
     assert never.status_code == 409 and never.json()["error"]["code"] == "not_confirmed"
     first = (await h1.post(f"/v1/conversations/{cid}:confirm", json={})).json()

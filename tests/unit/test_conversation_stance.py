@@ -17,9 +17,18 @@ from gateway.conversations.stance import accepts, nominal
 VOCAB = Vocabulary(("향수", "꽃", "케이크", "와인", "향초", "지갑", "시계", "초콜릿", "머그컵", "장난감"),
                    ("알코올", "전자", "가죽", "각인"))
 THINGS = st.sampled_from(["향수", "꽃", "케이크", "와인", "향초", "지갑", "시계", "초콜릿", "머그컵", "장난감"])
-TOPIC = st.sampled_from(["은", "는", "도", "이", "가"])
+TOPIC = st.sampled_from(["은/는", "도", "이/가"])
+
+
+def josa(word: str, particle: str) -> str:
+    """``word`` with the form of ``particle`` its last syllable takes (향수는, 꽃은; 향수나, 꽃이나)."""
+    if "/" not in particle:
+        return word + particle
+    after_consonant, after_vowel = particle.split("/")
+    return word + (after_consonant if (ord(word[-1]) - 0xAC00) % 28 else after_vowel)
 ACCEPT_STEMS = ["괜찮", "좋", "좋아하", "낫", "원하"]
-ENDINGS = {"괜찮": ["아요", "아", "을 것 같아", "대요", "으실 거야", "던데"], "좋": ["아요", "겠어", "을 듯", "대", "네요"],
+ENDINGS = {"괜찮": ["아요", "아", "을 것 같아", "대요", "으실 거야", "던데"],
+           "좋": ["아요", "겠어", "을 듯", "대", "네요"],
            "좋아하": ["세요", "셔", "실걸", "더라"], "낫": ["겠다", "지"], "원하": ["세요", "신대"]}
 REFUSING = ["이미 차고 다니셔", "취향을 타서 패스할게요", "끊으셨어", "병원에서 안 된대", "회사에서 받는대",
             "요즘 누가 써", "이제 못 읽으셔", "어려우실 거야", "피하셔야 해", "친척들이 잔뜩 사 줬대", "질색이야",
@@ -39,7 +48,8 @@ def test_acceptance_grammar_reads_negation():
 @settings(max_examples=120, deadline=None)
 @given(THINGS, TOPIC, st.sampled_from(ACCEPT_STEMS), st.data())
 def test_a_refusal_the_model_proposes_beside_an_acceptance_never_excludes(thing, particle, stem, data):
-    text = f"{thing}{particle} {data.draw(st.sampled_from(['', '그냥 ', '오히려 ']))}{stem}{data.draw(st.sampled_from(ENDINGS[stem]))}"
+    adverb = data.draw(st.sampled_from(["", "그냥 ", "오히려 "]))
+    text = f"{josa(thing, particle)} {adverb}{stem}{data.draw(st.sampled_from(ENDINGS[stem]))}"
     p = merge(empty_profile(), refuse(thing), text, VOCAB).profile
     assert thing not in p["excluded_categories"] and thing in p["categories"], text
 
@@ -48,31 +58,33 @@ def test_a_refusal_the_model_proposes_beside_an_acceptance_never_excludes(thing,
 @given(THINGS, TOPIC, st.sampled_from(REFUSING))
 def test_a_refusal_the_model_proposes_beside_a_predicate_excludes_and_code_alone_does_not_guess(thing, particle,
                                                                                                  said):
-    text = f"{thing}{particle} {said}"
+    text = f"{josa(thing, particle)} {said}"
     assert thing in merge(empty_profile(), refuse(thing), text, VOCAB).profile["excluded_categories"], text
     assert merge(empty_profile(), {"stances": [{"thing": thing, "stance": "have"}]}, text,
                  VOCAB).profile["excluded_categories"] == [thing]
 
 
 @settings(max_examples=60, deadline=None)
-@given(THINGS, THINGS, st.sampled_from(["이나", "나", "랑", "하고"]), st.integers(1, 40))
+@given(THINGS, THINGS, st.sampled_from(["이나/나", "이랑/랑", "과/와", "하고"]), st.integers(1, 40))
 def test_a_bare_listing_is_no_refusal_whatever_the_model_says(a, b, joined, man):
     if a == b:
         return
-    text = f"{man}만 원 이하로 {a}{joined} {b}"
+    text = f"{man}만 원 이하로 {josa(a, joined)} {b}"
     p = merge(empty_profile(), {"stances": [{"thing": a, "stance": "refuse"}, {"thing": b, "stance": "have"}]},
               text, VOCAB).profile
     assert p["excluded_categories"] == [] and set(p["categories"]) == {a, b}, text
 
 
 def test_a_listing_joined_to_a_refused_thing_is_refused_with_it():
-    p = merge(empty_profile(), {"stances": [{"thing": "향수", "stance": "refuse"}, {"thing": "꽃", "stance": "refuse"}]},
+    both = {"stances": [{"thing": "향수", "stance": "refuse"}, {"thing": "꽃", "stance": "refuse"}]}
+    p = merge(empty_profile(), both,
               "향수랑 꽃은 병원에서 안 된대요", VOCAB).profile
     assert p["excluded_categories"] == ["향수", "꽃"]
 
 
 def test_what_the_turn_does_not_write_is_no_refusal_and_aliases_count():
-    assert merge(empty_profile(), refuse("시계"), "지갑은 이미 있어서", VOCAB).profile["excluded_categories"] == ["지갑"]
+    had = merge(empty_profile(), refuse("시계"), "지갑은 이미 있어서", VOCAB).profile
+    assert had["excluded_categories"] == ["지갑"]
     out = merge(empty_profile(), refuse("시계"), "가방 보여 주세요", VOCAB)
     assert out.profile["excluded_categories"] == [] and any("does not write" in n for n in out.notes)
     assert merge(empty_profile(), refuse("술"), "술은 끊으셨어", Vocabulary(("와인",), ("알코올",))).profile[
