@@ -133,7 +133,8 @@ def refusals(text: str, found: list[Mention]) -> set[int]:
         end = found[i + 1].start if i + 1 < len(found) else len(text)
         segment = text[found[i].end:end]
         clause = CLAUSE_END.split(segment, maxsplit=1)[0]
-        if re.search(REFUSAL, clause) or TOPIC_MARK.match(segment) and re.search(CUE, clause):
+        if re.search(REFUSAL, clause) or TOPIC_MARK.match(segment) and re.search(CUE, clause) \
+                and not stance.asks(segment[:len(clause) + 1]):  # "시계는 어떤 게 인기 있어?" asks, it does not refuse
             out.add(i)
         elif i + 1 in out and AND.match(segment):
             out.add(i)
@@ -214,6 +215,18 @@ def revises(text: str, first: Any, second: Any) -> bool:
     """Whether the amount ``second`` replaces ``first`` (a correction) rather than closing a range with it."""
     between = text[first.end:second.start]
     return bool(_WAS.match(between) or _TO.match(text[second.end:]) and "사이" not in text[second.end:])
+
+
+def _without_amounts(text: str) -> str:
+    """``text`` with every amount, and a correction word right after it (말고, 아니라), blanked (same length)."""
+    out = text
+    for a in amounts(text):
+        end = a.end
+        m = re.match(r"\s*+(?:이|가|은|는)?\s*+(?:말고|아니라|아니고|대신)", text[end:])
+        if m:
+            end += m.end()
+        out = out[:a.start] + " " * (end - a.start) + out[end:]
+    return out
 
 
 def budget(text: str, profile: dict[str, Any]) -> tuple[int | None, int | None] | None:
@@ -458,7 +471,8 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
     described = descriptions(text, vocab)
     if described:
         excluded += _described(described, delta, found, vocab, related or {}, p, out.notes)
-    refusal = re.search(REFUSAL, text) or re.search(CUE, text)
+    plain = _without_amounts(text)  # "5만 원 말고 7만 원": a budget's correction, no refusal of a thing
+    refusal = re.search(REFUSAL, plain) or re.search(CUE, plain)
     own = _refused_word(text, refusal.start()) if refusal else None
     if own and not found and not described and not that and not read.outside and stance.nominal(own):
         # "홍삼 말고": a word outside the vocabulary, refused
@@ -506,12 +520,17 @@ def merge(profile: dict[str, Any], delta: dict[str, Any], text: str, vocab: Voca
         else:
             _add(p["forbidden"], value)
             _drop(p["must_have"], value)
+    refused_spans = [(m.start, m.end + len(stance.clause_of(text, found, i, CLAUSE_END, AND)))
+                     for i, m in enumerate(found) if i in refused_at]
+    slots = [w for w in (*_listed(RECIPIENTS, text), *_listed(OCCASIONS, text), p["recipient"], p["occasion"]) if w]
     for word in delta.get("keywords") or []:
         word = word.strip()
+        at = text.replace(" ", "").find(word.replace(" ", "")) if word else -1
         if word and _quoted(text, word) and word not in vocab_words and word not in p["excluded_keywords"] \
-                and word not in (p["recipient"], p["occasion"]) and not AMOUNTISH.search(word) \
-                and len(p["keywords"]) < 8 and word not in GENERIC and stance.nominal(word):
-            _add(p["keywords"], word)
+                and not any(word in w or w in word for w in slots) and not AMOUNTISH.search(word) \
+                and len(p["keywords"]) < 8 and word not in GENERIC and stance.nominal(word) \
+                and not any(s <= text.find(word) < e for s, e in refused_spans) and at >= 0:
+            _add(p["keywords"], word)  # a content noun of the turn, not who or why, not said of a refused thing
     kept = [m for m in found if (m.kind, m.value) not in excluded_values]
     if kept:
         p["last_mentioned"] = [kept[-1].kind, kept[-1].value]

@@ -36,7 +36,14 @@ _ACCEPT_STEM = (r"(?:괜찮|좋(?:아하|아|겠|을|은|다|네|고|더|대|으
                 r"|원하|원해|원한|갖고\s*싶|받고\s*싶|사고\s*싶|가지고\s*싶|(?:해|써|줘|사)?도\s*(?:돼|되|괜찮|좋)"
                 r"|마음에\s*들|맘에\s*들|좋아하|반기|환영"
                 # a request is a wish too: 보여 주세요, 추천해 줘, 찾고 있어, 골라 줘, 세트로 해 주세요, 그걸로 할게
-                r"|보여|보이|추천|찾아|찾고|찾는|골라|고르|부탁|위주로|(?:으)?로\s*(?:해|할|하))")
+                r"|보여|보이|추천|찾아|찾고|찾는|골라|고르|부탁|위주로|(?:으)?로\s*(?:해|할|하|된|만든)"
+                # a description of the one wanted: 가죽이면, 작은 걸로, 은색인 거
+                r"|걸로|거로|것으로|이면|(?<=[가-힣])면\s*(?:좋|돼|되)|인\s*(?:거|걸|것))")
+# A question asks about the thing, it does not refuse it (시계는 어떤 게 인기 있어? 커피는 뭐가 좋아?).
+QUESTION = re.compile(r"\?|어떤|어떻|무슨|뭐|뭘|무엇|얼마|어디|언제|어느|몇|[나까]요?\s*$|을까|ㄹ까|나\s*$")
+# The thing as the clause's topic: what the rest of the clause comments on (시계는, 꽃도, 캐릭터 들어간 건).
+TOPIC = re.compile(r"^\s*+(?:(?:은|는|도|들은|들도|종류는)(?![가-힣])|같은\s*+(?:건|거는|것은)"
+                   r"|[가-힣]+\s*+(?:건|거는|것은)(?![가-힣]))")
 ACCEPT = re.compile(_ACCEPT_STEM)
 # Negation around an acceptance: 안/못 before it (as a word or glued: 안좋아), 지 않 / 진 않 / 지는 않 / 지 못 after.
 _NEG_BEFORE = re.compile(r"(?:안|못)\s*$")
@@ -54,6 +61,11 @@ def accepts(clause: str) -> bool:
             continue
         return True
     return False
+
+
+def asks(clause: str) -> bool:
+    """Whether ``clause`` is a question about its topic."""
+    return bool(QUESTION.search(clause))
 
 
 def says_something(text: str, start: int, end: int) -> bool:
@@ -100,6 +112,28 @@ def spans(text: str, thing: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in re.finditer(pattern, text)]
 
 
+def clause_of(text: str, found: list[Any], i: int, clause_end: re.Pattern, joined: re.Pattern) -> str:
+    """What the turn says of mention ``i`` ("" for a listing): see :func:`_clause`."""
+    return _clause(text, found, i, clause_end, joined) or ""
+
+
+def _clause(text: str, found: list[Any], i: int, clause_end: re.Pattern, joined: re.Pattern) -> str | None:
+    """What the turn says of mention ``i`` (None for a listing).
+
+    The words after it to the next mention, or — when those hold no predicate and are no listing ("와인은
+    둘 다 술을 멀리해서") — on to the clause's end.
+    """
+    nxt = found[i + 1].start if i + 1 < len(found) else len(text)
+    segment = text[found[i].end:nxt]
+    if joined.match(segment):
+        return None
+    clause = clause_end.split(segment, maxsplit=1)[0]
+    if len(clause) == len(segment) and nxt < len(text) \
+            and not says_something(text, found[i].end, found[i].end + len(clause)):
+        clause = clause_end.split(text[found[i].end:], maxsplit=1)[0]
+    return clause
+
+
 def excluding_things(delta: dict[str, Any]) -> list[str]:
     """Every thing the model proposes to leave out: its refused or already-had stances and its exclusion lists."""
     out = [p.thing for p in proposed(delta) if p.stance in EXCLUDING]
@@ -111,7 +145,8 @@ def excluding_things(delta: dict[str, Any]) -> list[str]:
 class Read:
     """What the model's stances, verified, say of the turn's mentions (indexes into its mentions)."""
 
-    refused: set[int]  # the model's refusal holds: named, said something of, not accepted
+    refused: set[int]  # the refusal holds: named, said something of, not accepted
+    commented: set[int]  # proposed by code: a topic (시계는 …) whose comment neither accepts, asks nor requests
     accepted: set[int]  # a refusal proposed beside an acceptance of it: dropped, the thing is wanted
     wanted: set[int]  # the model says the person wants it
     outside: list[str]  # refused things outside the vocabulary that the turn writes and says something of
@@ -126,7 +161,7 @@ def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set
     those code refuses by itself; ``clause_end`` and ``joined`` split clauses and recognise a listing
     ("이나", "랑") between two mentions.
     """
-    read = Read(set(), set(), set(), [], [])
+    read = Read(set(), set(), set(), set(), [], [])
     candidates: set[int] = set()
     for p in proposed(delta):
         where = spans(text, p.thing)
@@ -148,14 +183,22 @@ def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set
                 read.outside.append(p.thing)
             else:
                 read.notes.append(f"{p.stance} {p.thing!r} ignored: the turn says nothing of it")
+    for i, m in enumerate(found):  # code's own reading: a topic whose comment neither accepts nor asks
+        if i in code_refused or i in candidates or not TOPIC.match(text[m.end:]):
+            continue
+        clause = _clause(text, found, i, clause_end, joined)
+        if clause is not None and not accepts(clause) and not asks(text[m.end:m.end + len(clause) + 1]) \
+                and says_something(text, m.end, m.end + len(clause)):
+            candidates.add(i)
+            read.commented.add(i)
     for i in sorted(candidates, reverse=True):  # from the last: a listing joins a thing to the refused one after it
         if i in code_refused:
             continue
         segment = text[found[i].end:found[i + 1].start if i + 1 < len(found) else len(text)]
-        clause = clause_end.split(segment, maxsplit=1)[0]
-        if accepts(clause):
+        clause = _clause(text, found, i, clause_end, joined) or clause_end.split(segment, maxsplit=1)[0]
+        if accepts(clause) or asks(text[found[i].end:found[i].end + len(clause) + 1]):
             read.accepted.add(i)
-            read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn accepts it: kept")
+            read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn accepts or asks about it: kept")
         elif joined.match(segment):  # a listing (향수하고 꽃은 …): refused with the thing after it, or not at all
             if i + 1 in read.refused or i + 1 in code_refused:
                 read.refused.add(i)
@@ -164,7 +207,8 @@ def verify(text: str, found: list[Any], delta: dict[str, Any], code_refused: set
                 read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn only lists it: ignored")
         elif says_something(text, found[i].end, found[i].end + len(clause)):
             read.refused.add(i)
-            read.notes.append(f"{found[i].value!r} refused (the model's reading, checked against the turn)")
+            by = "the turn's comment on it" if i in read.commented else "the model's reading, checked against the turn"
+            read.notes.append(f"{found[i].value!r} refused ({by})")
         else:
             read.notes.append(f"refusal of {found[i].value!r} proposed, but the turn says nothing of it: ignored")
     return read

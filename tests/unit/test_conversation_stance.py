@@ -138,3 +138,41 @@ def test_one_syllable_words_and_titles_are_whole_words():
     assert merge(empty_profile(), {}, "딸기 케이크 보여 주세요", VOCAB).profile["recipient"] is None
     assert merge(empty_profile(), {}, "이사님 승진 선물", VOCAB).profile["occasion"] == "승진"
     assert merge(empty_profile(), {}, "병문안 가는데 뭐가 좋을까", VOCAB).profile["occasion"] == "병문안"
+
+
+COMMENTS = ["스마트워치 하나로 충분하대", "코가 예민해서 곤란해", "카페인 때문에 밤잠을 설쳐", "둘 데가 없대",
+            "학교 규정에 걸린대", "손도 안 대실 거야", "의미 없어"]
+NOT_REFUSING = ["괜찮을 것 같아", "좋아하실 거야", "어떤 게 인기 있어?", "뭐가 좋을까", "가죽으로 된 걸로",
+                "작은 거면 좋겠어", "얼마 정도 해요?", "추천해 주세요", "세트로 해 주세요"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(THINGS, st.sampled_from(["은/는", "도"]), st.sampled_from(COMMENTS))
+def test_code_reads_a_topic_whose_comment_neither_accepts_nor_asks_as_a_refusal(thing, particle, said):
+    text = f"{josa(thing, particle)} {said}"
+    assert merge(empty_profile(), {}, text, VOCAB).profile["excluded_categories"] == [thing], text
+
+
+@settings(max_examples=80, deadline=None)
+@given(THINGS, st.sampled_from(["은/는", "도"]), st.sampled_from(NOT_REFUSING))
+def test_a_topic_the_turn_asks_about_accepts_or_describes_is_never_refused(thing, particle, said):
+    text = f"{josa(thing, particle)} {said}"
+    p = merge(empty_profile(), refuse(thing), text, VOCAB).profile
+    assert p["excluded_categories"] == [] and thing in p["categories"], text
+
+
+def test_a_topic_comment_crosses_a_later_mention_without_a_predicate_of_its_own():
+    p = merge(empty_profile(), {}, "와인은 둘 다 술을 멀리해서 의미 없어", Vocabulary(("와인",), ("알코올",))).profile
+    assert "와인" in p["excluded_categories"]
+
+
+def test_a_budgets_correction_word_is_no_refusal_of_the_last_thing():
+    p = {**empty_profile(), "categories": ["와인"], "last_mentioned": ["category", "와인"]}
+    out = merge(p, {"exclude_last": True}, "예산은 5만 원 말고 7만 원 이하로", VOCAB).profile
+    assert out["excluded_categories"] == [] and out["budget_max"] == 70_000 and out["categories"] == ["와인"]
+
+
+def test_keywords_are_content_nouns_not_who_why_or_what_was_refused():
+    out = merge(empty_profile(), {"keywords": ["생크림", "남편", "승진 선물", "원두"]},
+                "남편 승진 선물이요. 케이크는 생크림 때문에 속이 더부룩해. 원두는 좋아해", VOCAB).profile
+    assert out["keywords"] == ["원두"] and out["excluded_categories"] == ["케이크"]
