@@ -40,7 +40,7 @@ _ACCEPT_STEM = (r"(?:괜찮|좋(?:아하|아|겠|을|은|다|네|고|더|대|으
                 # a description of the one wanted: 가죽이면, 작은 걸로, 은색인 거
                 r"|걸로|거로|것으로|이면|(?<=[가-힣])면\s*(?:좋|돼|되)|인\s*(?:거|걸|것))")
 # A question asks about the thing, it does not refuse it (시계는 어떤 게 인기 있어? 커피는 뭐가 좋아?).
-QUESTION = re.compile(r"\?|어떤|어떻|무슨|뭐|뭘|무엇|얼마|어디|언제|어느|몇|[나까]요?\s*$|을까|ㄹ까|나\s*$")
+QUESTION = re.compile(r"\?|어떤|어떻|무슨|뭐|뭘|무엇|얼마|어디|언제|어느|몇|(?:까|까요|나요|니)\s*$")
 # The thing as the clause's topic: what the rest of the clause comments on (시계는, 꽃도, 캐릭터 들어간 건).
 TOPIC = re.compile(r"^\s*+(?:(?:은|는|도|들은|들도|종류는)(?![가-힣])|같은\s*+(?:건|거는|것은)"
                    r"|[가-힣]+\s*+(?:건|거는|것은)(?![가-힣]))")
