@@ -41,9 +41,9 @@ def _p50(values: list[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
-def one(http: httpx.Client, case: dict) -> dict[str, Any]:
+def one(http: httpx.Client, case: dict, top_k: int = 5) -> dict[str, Any]:
     """One query's stream: its cards' reasons and the times to the first reason and to ``done``."""
-    body: dict[str, Any] = {"collection": COLLECTIONS[case["catalog"]], "query": case["query"], "top_k": 5}
+    body: dict[str, Any] = {"collection": COLLECTIONS[case["catalog"]], "query": case["query"], "top_k": top_k}
     if case.get("filter", {}).get("max_price") is not None:
         body["filter"] = {"must": [{"field": "price", "lte": case["filter"]["max_price"]}]}
     t0 = time.perf_counter()
@@ -70,7 +70,8 @@ def one(http: httpx.Client, case: dict) -> dict[str, Any]:
                 elif event == "error":
                     error = data
     return {"query": case["query"], "collection": body["collection"], "first_ms": first, "all_ms": done,
-            "error": error, "cards": [{"id": i, "text": c["text"], **reasons.get(i, {"status": None})}
+            "error": error, "cards": [{"id": i, "text": c["text"], "payload": c.get("payload"),
+                                       **reasons.get(i, {"status": None})}
                                       for i, c in cards.items()]}
 
 
@@ -97,9 +98,9 @@ def summary(runs: list[dict]) -> dict[str, Any]:
             "errors": [r["error"] for r in runs if r["error"]]}
 
 
-def run(splits: tuple[str, ...], limit: int | None) -> dict[str, Any]:
+def run(splits: tuple[str, ...], limit: int | None, cases: Path = CASES, top_k: int = 5) -> dict[str, Any]:
     """Start the mesh, ingest both catalogs, run the splits."""
-    data = json.loads(CASES.read_text(encoding="utf-8"))
+    data = json.loads(cases.read_text(encoding="utf-8"))
     folder = Path(tempfile.mkdtemp(prefix="mesh-bench-reasons-"))
     llm = start_llm_server(free_port(), log_path=folder / "llm.log")
     procs: list = []
@@ -113,7 +114,7 @@ def run(splits: tuple[str, ...], limit: int | None) -> dict[str, Any]:
                 ingest_catalog(http, name, catalog["fields"], catalog.get("documents") or catalog["items"])
             one(http, {"catalog": "gateway/sample_catalog.json", "query": "따뜻한 선물"})  # warm the prompt cache
             for split in splits:
-                runs = [one(http, case) for case in data[split][:limit]]
+                runs = [one(http, case, top_k) for case in data[split][:limit]]
                 out[split] = {"summary": summary(runs), "runs": runs}
     finally:
         for p in procs:
@@ -154,11 +155,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most this many queries per split")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="results folder")
     parser.add_argument("--name", default="reasons", help="result file name [reasons]")
+    parser.add_argument("--cases", type=Path, default=CASES,
+                        help="queries file (bench/data/reasons_graded.json: issue 81's graded set) [reasons_eval.json]")
+    parser.add_argument("--top-k", type=int, default=5, help="cards per query [5]")
     args = parser.parse_args(argv)
-    figures = run(tuple(args.splits.split(",")), args.limit)
+    figures = run(tuple(args.splits.split(",")), args.limit, args.cases, args.top_k)
     body = ["- The embedded model (llama.cpp server, one slot, 2 threads), the reasoning service (600 s deadlines), "
             "embedding, retrieval and a gateway as processes on loopback; the demo catalog and the gift catalog "
-            "ingested; `POST /v1/recommendations:stream`, top 5, one query at a time.", "", *markdown(figures)]
+            f"ingested; `POST /v1/recommendations:stream`, top {args.top_k}, one query at a time; the queries of "
+            f"bench/data/{args.cases.name}.", "", *markdown(figures)]
     write_result(args.name, "Recommendation reasons", body, figures, out=args.out,
                  command=command_line("bench.reasons", argv))
     print("\n".join(body))
