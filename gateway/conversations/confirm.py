@@ -156,3 +156,26 @@ def unfaithful(text: str, profile: dict[str, Any], vocab: Vocabulary, also: Iter
             elif word not in wanted and not any(word in a for a in also):
                 problems.append(f"{word!r} is not in the profile")
     return list(dict.fromkeys(problems))
+
+
+_TITLE_WORD = re.compile(r"[가-힣]{2,}")
+_SHARED = frozenset("선물 세트 상품 제품 구성 포함 좋은 위한 함께".split())
+
+
+def off_items(text: str, titles: list[str], profile: dict[str, Any]) -> list[str]:
+    """Why a list's per-query reason is not about the items it stands under (empty: it is; issue 81).
+
+    It must describe every item (a word of at least two letters of each title, its first two letters
+    enough: 머스크 of 머스크 향의), and it must not dwell on what was left out — praising an exclusion
+    ("도서를 빼는 것은 …") is no reason to buy what is shown.
+    """
+    problems: list[str] = []
+    said = {w[:2] for w in _TITLE_WORD.findall(text)}
+    for title in titles:
+        own = {w[:2] for w in _TITLE_WORD.findall(title) if w not in _SHARED}
+        if own and not own & said:
+            problems.append(f"the reason does not describe {title[:20]!r}")
+    for word in (*profile.get("excluded_categories", []), *profile.get("forbidden", [])):
+        if word and word in text:
+            problems.append(f"the reason talks about {word!r}, which was left out")
+    return problems

@@ -389,7 +389,8 @@ class Finish:
             counted(usage)  # charged to the key that started the list job (gateway/wiring.py for_owner)
         if text is not None:
             extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
-            problems = confirm.unfaithful(text, profile, vocab, also=extra)
+            problems = confirm.unfaithful(text, profile, vocab, also=extra) \
+                + confirm.off_items(text, [i["title"] for i in group["items"][:5]], profile)
             if problems:
                 text, why = None, "unfaithful: " + "; ".join(problems)
         outcome = {"reason": text, "reason_status": "ok" if text else "failed", "reason_error": why}

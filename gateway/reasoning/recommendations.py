@@ -29,9 +29,16 @@ class Recommendations:
 
     @staticmethod
     def items(found: SearchResponse) -> list[Item]:
-        """The search hits as items to explain (title and a payload digest, each capped)."""
+        """The search hits as items to explain (title and a payload digest, each capped).
+
+        A list value (tags, attributes) is one field with its values joined by "/": the model reads the
+        item's attributes, and the rule-written reason names those the query asks for (issue 81).
+        """
         return [Item(id=h.id, title=h.text[:300], description=", ".join(
-            f"{k}: {v}" for k, v in h.payload.items() if isinstance(v, str | int | float))[:300]) for h in found.hits]
+            f"{k}: {v}" if isinstance(v, str | int | float) else f"{k}: {'/'.join(str(x) for x in v)}"
+            for k, v in h.payload.items()
+            if isinstance(v, str | int | float) or isinstance(v, list) and all(isinstance(x, str | int) for x in v)
+        )[:300]) for h in found.hits]
 
     async def reasons(self, body: api.RecommendRequest, found: SearchResponse, deadline: Deadline) -> Reasons:
         """One LLM call for every card's reasons, on the query's (or session's) instance."""

@@ -33,7 +33,9 @@ from functools import lru_cache
 from services.reasoning.prompts import REASONS_EXAMPLE_TEXTS
 from services.runtime.korean.particles import WORD_ENDINGS, strip_particle
 
-VIOLATION_KINDS = ("copy", "foreign_item", "not_korean", "length", "duplicate", "repetition")
+VIOLATION_KINDS = ("copy", "foreign_item", "not_korean", "length", "duplicate", "repetition",
+                   # substance (services/reasoning/substance.py, issue 81): what a shopper would read
+                   "no_property", "no_fit", "contradicts", "same_as_other")
 
 # Words every reason may use whichever item it is about (the recommendation's own vocabulary).
 _GENERIC = frozenset("선물 추천 상품 제품 사용 가능 좋은 좋습니다 있는 위한 함께 분께 사람 구성 세트 활용 "

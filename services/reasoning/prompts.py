@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from services.bootstrap.errors import InvalidInput, Violation
 from services.reasoning.generation import estimate_tokens
+from services.runtime.korean.gifts import facets
 
 # One call per card (services/reasoning/reasons.py): the model sees one item and the query, so it cannot
 # borrow another card's facts, and a card is shown as soon as its own short call ends. The system text and
@@ -19,8 +20,9 @@ from services.reasoning.generation import estimate_tokens
 REASONS_SYSTEM = (
     "당신은 쇼핑몰의 추천 도우미입니다. 검색한 사람의 말과 상품 하나를 받아, 이 상품이 그 사람에게 왜 맞는지 "
     "한국어로 씁니다.\n"
-    "- short: 이 상품이 그 사람의 상황에서 주는 좋은 점, 한 구절 (10~25자).\n"
-    "- long: short와 다른 쓸모를 말하는 한 문장 (25~50자).\n"
+    "- short: 이 상품만의 특징 하나가 그 사람의 요청(받는 사람, 계기, 쓰임)에 맞는 점, 한 구절 (10~25자).\n"
+    "- long: short와 다른 쓸모를 말하는 한 문장 (25~50자). 상품의 대상(남성용, 여성용, 나이)에 맞지 않는 사람에게 "
+    "권하지 않습니다.\n"
     "- 검색어와 상품 이름을 되풀이하지 않고 자기 말로 씁니다. 정보에 없는 사실은 쓰지 않습니다.\n"
     "JSON으로만 답합니다: {\"short\": ..., \"long\": ...}")
 # Worked examples written for this project, in domains no test or bench set uses (pets, gardening, a
@@ -89,7 +91,11 @@ def reason_schema(short_max: int = SHORT_CAP, long_max: int = LONG_CAP) -> dict:
 
 def reason_turn(query: str, title: str, description: str, notes: list[str] | None = None) -> str:
     """The user turn of one card: the query first (shared by every card of a list), then the item."""
-    lines = [f"검색어: {query}", f"상품: {title}"]
+    lines = [f"검색어: {query}"]
+    who, why = facets(query)
+    if who or why:
+        lines.append("요청: " + ", ".join([*(f"받는 사람 {w}" for w in who[:2]), *(f"계기 {w}" for w in why[:2])]))
+    lines.append(f"상품: {title}")
     if description:
         lines.append(f"정보: {description}")
     if notes:

@@ -43,6 +43,7 @@ from services.reasoning.checks import CheckRules, Finding, check_reason
 from services.reasoning.fallback import rule_reason
 from services.reasoning.generation import Failed, Generator, Timeouts, Usage, add_usage
 from services.reasoning.prompts import LONG_CAP, SHORT_CAP, reason_messages, reason_schema
+from services.reasoning.substance import apart_words, same_reason, substance
 
 log = logging.getLogger(__name__)
 # (query, title, description, notes) -> chat messages of one card's call
@@ -111,23 +112,30 @@ class ReasonWriter:
         """
         return min(SHORT_CAP, self.rules.short_chars[1]), min(LONG_CAP, self.rules.long_chars[1])
 
-    def _fallback(self, query: str, item: ItemIn, findings: list[Finding]) -> ReasonOut:
+    def _fallback(self, query: str, item: ItemIn, findings: list[Finding], items: list[ItemIn]) -> ReasonOut:
         """A card whose reason failed twice: code's factual reason (``rule_reasons``) or none."""
         failed = _failed(item.id, findings)
-        return rule_reason(query, item, failed.violations) if self.rule_reasons else failed
+        others = [o for o in items if o.id != item.id]
+        return rule_reason(query, item, failed.violations, others) if self.rule_reasons else failed
 
     def check(self, query: str, items: list[ItemIn], reasons: list[ReasonOut],
-              subset: list[ItemIn] | None = None) -> dict[str, list[Finding]]:
+              subset: list[ItemIn] | None = None, shown: list[str] | None = None) -> dict[str, list[Finding]]:
         """Per item id, the checks its reasons break (failing ids only).
 
         ``reasons`` belong to ``subset`` (all ``items`` by default); every other item of ``items``
-        counts as another item, so a card may not borrow from any card of the list.
+        counts as another item, so a card may not borrow from any card of the list. ``shown``: the short
+        reasons already on the screen (a card may not repeat one).
         """
         out = {}
         for item, reason in zip(subset or items, reasons, strict=True):
             others = [(o.title, o.description) for o in items if o.id != item.id]
             findings = check_reason(reason.short, reason.long, title=item.title, description=item.description,
                                     query=query, others=others, rules=self.rules)
+            if not findings:  # the form holds: then whether it says something (issue 81)
+                findings = substance(reason.short, reason.long, title=item.title, description=item.description,
+                                     query=query, others=others)
+            if not findings and (twin := same_reason(reason.short, shown or [])):
+                findings = [twin]
             for kind in {f.kind for f in findings}:
                 VIOLATIONS.labels(kind).inc()
             if findings:
@@ -161,14 +169,16 @@ class ReasonWriter:
                        Usage(llm_calls=0), [])
         failing: dict[str, list[Finding]] = {}
         written = 0
+        shown: list[str] = []
         async for item, reason in self._cards(calls, items):
             written += reason is not None
-            found = self.check(query, items, [reason], subset=[item]) if reason else \
+            found = self.check(query, items, [reason], subset=[item], shown=shown) if reason else \
                 {item.id: [Finding("missing", "both", MISSING)]}
             if found or reason is None:
                 failing.update(found)
             else:
                 CARDS.labels("ok").inc()
+                shown.append(reason.short)
                 yield reason
         if not written and calls.failures:
             raise_for(calls.failures[0])
@@ -176,17 +186,18 @@ class ReasonWriter:
             plan = _RedoPlan.of(failing)
             redo = [item for item in items if item.id in failing]
             async for item, reason in self._cards(calls, redo, plan.notes):
-                found = self.check(query, items, [reason], subset=[item]) if reason else {}
+                found = self.check(query, items, [reason], subset=[item], shown=shown) if reason else {}
                 if reason and not found:
                     del failing[item.id]
                     CARDS.labels("regenerated").inc()
+                    shown.append(reason.short)
                     yield ReasonOut(item.id, reason.short, reason.long, "regenerated", plan.first[item.id])
                 else:
                     failing[item.id] = found.get(item.id) or failing[item.id]
             for item in redo:
                 if item.id in failing:
                     CARDS.labels("failed").inc()
-                    yield self._fallback(query, item, failing[item.id])
+                    yield self._fallback(query, item, failing[item.id], items)
         yield calls.total
 
     async def _cards(self, calls: _Calls, items: list[ItemIn], notes: dict[str, list[str]] | None = None
@@ -216,7 +227,10 @@ class ReasonWriter:
         if timeouts is None:
             return None
         schema = reason_schema(*self._caps())
-        messages = self.prompt(calls.query, item.title, item.description, notes)
+        others = [(o.title, o.description) for o in calls.items if o.id != item.id]
+        apart = apart_words(item.title, item.description, others, calls.query)
+        description = f"{item.description}, 다른 상품에 없는 점: {'/'.join(apart)}" if apart else item.description
+        messages = self.prompt(calls.query, item.title, description, notes)
         params = GenerationParams(calls.max_tokens or TOKENS_PER_CARD, calls.temperature, schema, model=calls.model)
         result = await self.generator.complete(messages, params, timeouts)
         calls.total.llm_calls += 1

@@ -24,7 +24,7 @@ CANDLES, SCARF = ITEMS[0].title, ITEMS[1].title
 GOOD = {"g2": ("두 분의 저녁을 은은하게 채워 줄 향기 선물",
                "라벤더 향이 은은해서 기념일 저녁을 차분한 분위기로 만들어 줍니다. "
                "부담 없는 가격이라 자녀가 드리기에도 좋습니다."),
-        "g3": ("기념일 외출에 두 분이 함께 두르기 좋은 선물",
+        "g3": ("기념일 외출에 두 분이 함께 두르는 실크 스카프",
                "같은 무늬를 나눠 두르면 두 분의 기념일이 더 특별해집니다. 봄가을 나들이 옷차림에 잘 어울립니다.")}
 COPY = ("향초와 디퓨저 세트", "리빙 제품, 은은한 라벤더 향의 향초와 디퓨저 세트, 39,000원입니다.")
 BORROWED = (GOOD["g2"][0], "실크처럼 부드러운 향이 두 분께 잘 어울립니다. 거실에 두면 기념일 내내 은은합니다.")
@@ -66,7 +66,9 @@ async def test_cards_that_pass_take_one_call_each_in_the_items_order(writer_for)
     prompt = standin.requests[1]["messages"]
     # The worked examples as earlier turns, then this card: the query first, then only its own item.
     assert [m["role"] for m in prompt] == ["system", *["user", "assistant"] * 3, "user"]
-    assert prompt[-1]["content"].startswith(f"검색어: {QUERY}\n상품: 커플 실크 스카프")
+    assert prompt[-1]["content"].startswith(
+        f"검색어: {QUERY}\n요청: 받는 사람 부모님, 계기 결혼기념일\n상품: 커플 실크 스카프")
+    assert prompt[-1]["content"].endswith("다른 상품에 없는 점: 커플/실크/스카프")  # what tells it apart (issue 81)
     assert CANDLES not in prompt[-1]["content"]
     schema = standin.requests[0]["response_format"]["schema"]["properties"]
     assert schema["short"]["maxLength"] == 40 and schema["long"]["maxLength"] == 90  # the prompt's caps
@@ -170,6 +172,8 @@ async def test_a_card_that_fails_twice_gets_codes_factual_reason_marked_rule(wri
                                     timeouts=Timeouts())
     rule = reasons[0]
     assert (rule.status, rule.source, rule.violations) == ("failed", "rule", ("copy", "duplicate"))
-    assert rule.short == "'디퓨저 세트'에 맞는 상품"
-    assert "상품 설명에 있는" in rule.long and reasons[1].source == "model"
-    assert counter("mesh_reasoning_rule_reasons_total") == before + 1
+    assert rule.short == "'디퓨저 세트'에 맞는 상품 · 향초와 디퓨저 세트"  # what the query matched, what it is
+    assert "검색어와 가까운" not in rule.short and "39,000" not in rule.short  # no price field: no price written
+    # the scarf's reason is about an anniversary, not this query's diffuser: it fails substance (no_fit) too
+    assert reasons[1].source == "rule" and "no_fit" in reasons[1].violations
+    assert counter("mesh_reasoning_rule_reasons_total") == before + 2
