@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from prometheus_client import Counter
 
 from services.reasoning.cards import ItemIn, ReasonOut
-from services.reasoning.substance import _FEMALE, _MALE
+from services.reasoning.substance import _FEMALE, _MALE, contradicted
 from services.runtime.korean.amounts import amounts
 from services.runtime.korean.gifts import facets
 from services.runtime.korean.particles import WORD_ENDINGS, strip_particle
@@ -101,9 +101,13 @@ def rule_reason(query: str, item: ItemIn, violations: tuple[str, ...],
     fitting = {"여성용": _FEMALE, "남성용": _MALE, "어린이용": frozenset(("조카", "아이", "아기", "아들", "딸"))}
     named_tags = [t for t in tags if t in query or set(who) & fitting.get(t, frozenset())]
     words = matched_words(query, item.title)
+    item_text = f"{item.title} {item.description}"
+    if contradicted(item_text, set(who)):  # a man's item, asked for a woman (or the like): no claim of fit
+        who = []
     facet = " ".join([*who[:1], *why[:1]])
     quoted = ", ".join(f"'{w}'" for w in words[:2])
-    head = f"{facet} 선물" if facet else (f"{quoted}에 맞는 {category or '상품'}" if words else category)
+    head = f"{facet} 선물" if facet else (f"{quoted}에 맞는 {category or '상품'}" if words else
+                                        f"{category or '상품'} · '{query[:16].strip()}' 검색 결과")
     budget = [a for a in amounts(query) if a.bound in ("max", "range", "about") and a.currency in (None, "KRW")]
     top = (budget[0].high or budget[0].value) if budget else None
     cost = ""
@@ -122,6 +126,6 @@ def rule_reason(query: str, item: ItemIn, violations: tuple[str, ...],
         fits = f"으로 예산 {int(top):,}원 안에 듭니다." if top and price <= top else "입니다."
         long += f" 가격은 {int(price):,}원{fits}"
     if len(long) < 25:
-        long += f" {facet or query[:30]}에 찾으신 조건의 상품입니다."
+        long += f" '{query[:30].strip()}' 검색에서 찾은 상품입니다."
     RULE_REASONS.inc()
     return ReasonOut(item.id, short[:50], long[:160], "failed", violations, source="rule")

@@ -79,14 +79,23 @@ def substance(short: str, long: str, *, title: str, description: str, query: str
     occasion_q, occasion_r = _occasions(query), _occasions(reason)
     if asked and not (said & asked or kin_q and kin_r or occasion_q and occasion_r):
         out.append(Finding("no_fit", "both", f"검색한 사람의 요청({query[:30]})에 왜 맞는지 쓰세요"))
-    item = f"{title} {description}"
-    wrong = (_ITEM_MALE.search(item) and not _ITEM_FEMALE.search(item) and kin_r & _FEMALE) \
-        or (_ITEM_FEMALE.search(item) and not _ITEM_MALE.search(item) and kin_r & _MALE) \
-        or (_ITEM_YOUNG.search(item) and kin_r & _ELDER)
+    wrong = contradicted(f"{title} {description}", kin_r)
     if wrong:
         whom = ", ".join(sorted(wrong))
         out.append(Finding("contradicts", "both", f"상품의 대상과 맞지 않는 사람({whom})에게 권했습니다"))
     return out
+
+
+def contradicted(item: str, kin: set[str]) -> set[str]:
+    """The kin words of ``kin`` the item is not for: a man's item and a woman, an item for the young and elders."""
+    wrong: set[str] = set()
+    if _ITEM_MALE.search(item) and not _ITEM_FEMALE.search(item):
+        wrong |= kin & _FEMALE
+    if _ITEM_FEMALE.search(item) and not _ITEM_MALE.search(item):
+        wrong |= kin & _MALE
+    if _ITEM_YOUNG.search(item):
+        wrong |= kin & _ELDER
+    return wrong
 
 
 def same_reason(short: str, shown: list[str]) -> Finding | None:

@@ -64,3 +64,10 @@ def test_a_list_reason_describes_every_item_and_never_praises_what_was_left_out(
     profile = {"excluded_categories": ["도서"], "forbidden": []}
     assert len(off_items("부모님 결혼기념일 선물에 도서를 빼는 것은 마음을 편안하게 합니다", titles, profile)) == 3
     assert off_items("안마 쿠션과 보온 텀블러로 두 분의 휴식을 챙겨 드려요", titles, profile) == []
+
+
+def test_the_rule_reason_makes_no_claim_of_fit_for_someone_the_item_is_not_for():
+    men = ItemIn("g010", "[향수] 시트러스 계열의 상쾌한 남성 오드뚜왈렛 100ml",
+                 "category: 향수, price: 72000, tags: 향/남성용")
+    reason = rule_reason("여자친구 100일 선물", men, ("copy",))
+    assert "여자친구" not in reason.short and reason.short.startswith("100일 선물")
