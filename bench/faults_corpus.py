@@ -114,6 +114,7 @@ def templates(png: str) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/conversations/{conversation_id}/turns"): {"text": "아내 생일 선물이요", "top_k": 5},
         ("POST", "/v1/conversations/{conversation_id}/turns:stream"): {"text": "아내 생일 선물이요", "top_k": 5},
         ("POST", "/v1/conversations/{conversation_id}:confirm"): None,
+        ("POST", "/v1/conversations/{conversation_id}:reopen"): None,
         ("POST", "/v1/conversations/{conversation_id}/lists"): {"top_k": 3, "reasons": False},
         ("POST", "/v1/assistant/sessions"): {"collections": [SCRATCH], "tools": ["search"], "system": "",
                                              "caller": "corpus"},

@@ -74,6 +74,7 @@ ROUTES: dict[tuple[str, str], Access] = {
     ("POST", "/v1/conversations/{conversation_id}/turns"): Access("llm", "read:conversation"),
     ("POST", "/v1/conversations/{conversation_id}/turns:stream"): Access("llm", "read:conversation"),
     ("POST", "/v1/conversations/{conversation_id}:confirm"): Access("llm", "read:conversation"),
+    ("POST", "/v1/conversations/{conversation_id}:reopen"): Access("llm", "read:conversation"),
     ("POST", "/v1/conversations/{conversation_id}/lists"): Access("llm", "read:conversation"),
     ("GET", "/v1/conversations/{conversation_id}/lists/{job_id}"): Access("llm", "read:conversation"),
     ("POST", "/v1/assistant/sessions"): Access("llm", "create:assistant_session"),

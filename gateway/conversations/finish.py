@@ -63,8 +63,9 @@ REASON_CHARS = 50
 REASON_TOKENS = 2 * REASON_CHARS + 16
 REASON_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["reason"],
                  "properties": {"reason": {"type": "string", "maxLength": REASON_CHARS}}}
-REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 40자 이내의 짧은 한 문장으로 씁니다. 요청과 상품 설명에 "
-                 "있는 것만 쓰고, 값이나 사실을 지어내지 마세요. JSON으로만 답하세요.")
+REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 40자 이내의 짧은 한 문장으로 씁니다. 상품마다 이름이나 "
+                 "특징을 한 단어씩 넣고, 뺀 것은 말하지 마세요. 요청과 상품 설명에 있는 것만 쓰고, 값이나 사실을 "
+                 "지어내지 마세요. JSON으로만 답하세요.")
 SELF_WORDS = "나를 위한"
 
 

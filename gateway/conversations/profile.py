@@ -213,7 +213,7 @@ def _without_amounts(text: str) -> str:
     out = text
     for a in amounts(text):
         end = a.end
-        m = re.match(r"\s*+(?:이|가|은|는)?\s*+(?:말고|아니라|아니고|대신)", text[end:])
+        m = re.match(r"^\s*+(?:이|가|은|는)?\s*+(?:말고|아니라|아니고|대신)", text[end:])
         if m:
             end += m.end()
         out = out[:a.start] + " " * (end - a.start) + out[end:]
