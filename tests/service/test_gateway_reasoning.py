@@ -157,8 +157,9 @@ async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
 async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
     """r2's reason copies its item twice (the answer and its regeneration): that card alone is failed."""
     # Reasons of substance (issue 81): each names what sets its item apart and ties it to the rainy day.
-    good = {"r1": ("비 오는 날 창가에서 넘기기 좋은 잔잔한 소설", "빗소리를 들으며 하루를 보내기에 알맞은 이야기입니다. "
-                   "조용한 오후에 차 한 잔과 함께 읽으면 마음이 편안해집니다."),
+    good = {"r1": ("비 오는 날 창가에서 넘기기 좋은 잔잔한 소설",
+                   "빗소리를 들으며 하루를 보내기에 알맞은 이야기입니다. 조용한 오후에 차 한 잔과 함께 읽으면 "
+                   "마음이 편안해집니다."),
             "r3": ("비 오는 날 집에서 준비하는 면접 질문", "밖에 나가기 어려운 날 차분히 앉아 다음 도전을 "
                    "준비하게 돕습니다. 실전 감각을 미리 익혀 두면 자신감이 생깁니다.")}
     copy = ("장마철 우산과 방수 장화 세트", "장마철 우산과 방수 장화 세트, 잡화로 분류된 상품입니다.")
