@@ -81,14 +81,19 @@ class Conversations:
         """The conversation's hash."""
         return f"conversation:{cid}"
 
-    async def _load(self, cid: str, *, open_only: bool = False) -> tuple[dict, dict[int, dict]]:
-        """Meta and turns; ``open_only``: 409 ``conversation_confirmed`` once the profile is confirmed."""
+    async def _fields(self, cid: str) -> dict[str, str]:
+        """The conversation's hash (404 when it does not exist, expired, or is another key's)."""
         try:
             fields = await session_hash(self.store, self.key(cid), cid)
         except StoreUnavailable as err:
             raise unavailable(err) from None
         if not fields or "meta" not in fields:
             raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
+        return fields
+
+    async def _load(self, cid: str, *, open_only: bool = False) -> tuple[dict, dict[int, dict]]:
+        """Meta and turns; ``open_only``: 409 ``conversation_confirmed`` once the profile is confirmed."""
+        fields = await self._fields(cid)
         if open_only and CONFIRMED in fields:
             raise ApiError(409, "conversation_confirmed", "the profile is confirmed: reopen it to correct it "
                                                           "(POST /v1/conversations/{id}:reopen)")
@@ -107,12 +112,7 @@ class Conversations:
         again, and reads that newer confirmation.
         """
         for _ in range(3):
-            try:
-                fields = await session_hash(self.store, self.key(cid), cid)
-            except StoreUnavailable as err:
-                raise unavailable(err) from None
-            if not fields or "meta" not in fields:
-                raise ApiError(404, "conversation_not_found", "no such conversation (it may have expired)")
+            fields = await self._fields(cid)
             reopened = reopenings(fields)
             turns = numbered(fields)
             if CONFIRMED not in fields:
