@@ -3,7 +3,9 @@
 A service names its dependencies (Redis, an LLM backend, the embedding service), each with a probe,
 and its capabilities as gRPC health service names, each needing all (or any) of some dependencies.
 A :class:`DependencyMonitor` probes every dependency on an interval and flips the capabilities'
-health when a dependency goes down or comes back, by itself. It logs once per state change and,
+health when a dependency goes down or comes back, by itself. A dependency that was up is taken down only
+after ``down_after`` probes in a row failed (one slow answer on a loaded machine is no outage, as a
+Kubernetes probe's ``failureThreshold``); one answer brings it back. It logs once per state change and,
 while something stays down, a summary every ``summary_every_s`` — never a line per failed call.
 
 Capability names follow the gRPC health protocol's per-service names: the service's full name for
@@ -58,6 +60,7 @@ class _State:
     up: bool | None = None  # None until the first probe
     since: float = field(default_factory=time.monotonic)
     reason: str = ""
+    failures: int = 0  # failed probes in a row
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -65,11 +68,14 @@ class DependencyMonitor:
     """Probes dependencies on an interval and tells listeners when one changes state."""
 
     def __init__(self, dependencies: list[Dependency], *, interval_s: float = 2.0, summary_every_s: float = 60.0,
-                 probe_timeout_s: float = 2.0) -> None:
+                 probe_timeout_s: float = 2.0, down_after: int = 2) -> None:
+        if down_after < 1:
+            raise ValueError("down_after must be at least 1")
         self.dependencies = {d.name: d for d in dependencies}
         self.interval_s = interval_s
         self.summary_every_s = summary_every_s
         self.probe_timeout_s = probe_timeout_s
+        self.down_after = down_after
         self._states = {name: _State() for name in self.dependencies}
         self._listeners: list[Callable[[], Awaitable[None]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -121,6 +127,10 @@ class DependencyMonitor:
     def _apply(self, name: str, reason: str | None) -> bool:
         state = self._states[name]
         up = reason is None
+        state.failures = 0 if up else state.failures + 1
+        if not up and state.up and state.failures < self.down_after:
+            state.reason = reason or ""
+            return False  # up until down_after probes in a row failed
         if state.up == up:
             state.reason = reason or ""
             return False

@@ -23,6 +23,11 @@ class Switch:
             raise ConnectionRefusedError("refused")
 
 
+def test_down_after_must_be_positive():
+    with pytest.raises(ValueError):
+        DependencyMonitor([], down_after=0)
+
+
 def test_requirement_all_and_any():
     up = {"a": True, "b": False}
     assert Requirement(()).met(up)
@@ -48,13 +53,21 @@ async def test_changes_are_logged_once_and_listeners_called_per_change(caplog):
         await monitor.probe_all()
     redis.up = False
     await monitor.probe_all()
+    assert monitor.is_up("redis")  # one failed probe of a dependency that was up is no outage yet
+    redis.up = True
+    await monitor.probe_all()  # and an answer clears the count
+    redis.up = False
+    await monitor.probe_all()
+    assert monitor.is_up("redis")
+    await monitor.probe_all()
+    assert not monitor.is_up("redis")
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3, messages
     assert messages[0].startswith("dependency redis is down: ConnectionRefusedError: refused")
     assert messages[1].startswith("dependency redis is back after ")
     assert messages[2].startswith("dependency redis is down")
     assert changes == [{"redis": False}, {"redis": True}, {"redis": False}]
-    assert redis.calls == 9
+    assert redis.calls == 12
 
 
 async def test_summary_while_down_and_a_probe_that_hangs_is_bounded(caplog):
