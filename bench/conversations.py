@@ -32,7 +32,9 @@ import httpx
 
 from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, stop_service
 from bench.report import command_line, write_result
-from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, search_of
+from gateway.conversations.profile import empty_profile, merge
+from gateway.conversations.query import Fields, search_of
+from gateway.conversations.reading import Vocabulary
 from infra.llm.server import start_llm_server
 
 DATA = Path(__file__).parent / "data"
@@ -40,7 +42,7 @@ CASES = DATA / "conversations_eval.json"
 CATALOG = DATA / "gift_catalog.json"
 
 
-# The words NEAR_FLOOR and NEAR_MARGIN (gateway/conversations/profile.py) were stated on: what a model may
+# The words NEAR_FLOOR and NEAR_MARGIN (gateway/conversations/related.py) were stated on: what a model may
 # propose for a refused description, with the entry of the gift catalog a person means (None: no one entry).
 # Top-1 cosine and margin to the second with e5-small: 음식 0.935/0.037, 음료 0.901/0.011, 술 0.899/0.031,
 # 빵 0.891/0.016, 게임기 0.880/0.013 pass; 디저트 0.885/0.008, 간식 0.867, 먹거리 0.885/0.002, 전자제품 0.884/0.002,

@@ -36,7 +36,7 @@ from bench.common import free_port, ingest_catalog, md_table, start_llm_mesh, st
 from bench.conversations import CATALOG, gold_profile, relevant, vocabulary
 from bench.report import command_line, write_result
 from gateway.conversations import confirm
-from gateway.conversations.profile import Fields, search_of
+from gateway.conversations.query import Fields, search_of
 from infra.llm.server import start_llm_server
 
 DATA = Path(__file__).parent / "data"
@@ -137,6 +137,9 @@ def case_run(http: httpx.Client, case: dict, catalog: dict) -> dict[str, Any]:
             "hand_recall": len({h["id"] for h in hand_hits} & wanted) / denominator if denominator else None,
             "reasons": [{"query": q["query"], "status": q["reason_status"], "reason": q.get("reason"),
                          "error": q.get("reason_error")} for q in queries],
+            "shown": [{"list": name, "id": i["id"], "title": items[i["id"]]["text"], "query": i["query"],
+                       "reason": i.get("reason"), "reason_source": i.get("reason_source")}
+                      for name, shown_items in (("gift", gift), ("self", mine)) for i in shown_items],
             "expansion": result.get("expansion"), "timings": result.get("timings"),
             "lists_ms": round(ms, 1), "lists_no_reasons_ms": round(bare_ms, 1), "lists_code_only_ms": round(code_ms, 1)}
 

@@ -1,7 +1,8 @@
 """MkDocs hook: pages generated at build time from the sources, never copied by hand.
 
 - ``reference/http.md``: every route of the gateway's served OpenAPI spec (``gateway/openapi.json``, the
-  snapshot the gateway serves byte for byte): method, path, summary, request body, answers;
+  snapshot the gateway serves byte for byte): method, path, summary, request body, answers, and each
+  streamed event with the schema of its data (``x-itemSchema``);
 - ``reference/grpc.md``: every service, RPC and message of ``protos/`` with their comments;
 - ``deployment/kubernetes.md`` and ``deployment/capacity.md``: ``infra/deploy.md`` and ``infra/CAPACITY.md``.
 """
@@ -38,6 +39,11 @@ def http_reference() -> str:
             for code, answer in op.get("responses", {}).items():
                 said = answer.get("description") or ""
                 out.append(f"- `{code}`: {said.splitlines()[0] if said else ''}")
+                events = ((answer.get("content") or {}).get("text/event-stream") or {}).get("x-itemSchema")
+                for variant in (events or {}).get("oneOf", []):
+                    data = variant["properties"]["data"]
+                    shape = f"`{data['const']}`" if "const" in data else _schema_name(data["contentSchema"])
+                    out.append(f"    - event `{variant['properties']['event']['const']}`: {shape}")
             out.append("")
     return "\n".join(out)
 

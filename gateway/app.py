@@ -30,6 +30,7 @@ from gateway.http.deadline import TIMEOUT_HEADER
 from gateway.http.docs import install_docs
 from gateway.http.limits import BodyLimit
 from gateway.http.looplag import warm_routes, watch_loop
+from gateway.http.streams import add_stream_schemas
 from gateway.http.telemetry import RequestTelemetry
 from gateway.interviews.router import router as interviews_router
 from gateway.ocr.router import router as ocr_router
@@ -56,7 +57,8 @@ def _document_only_what_is_sent(app: FastAPI) -> None:
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = without_unsent_422(generate(), released() if RELEASE.exists() else {})
+            app.openapi_schema = add_stream_schemas(without_unsent_422(generate(),
+                                                                       released() if RELEASE.exists() else {}))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

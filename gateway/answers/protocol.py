@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gateway.http.models import Strict
+from gateway.http.streams import Stream, TextDelta
 from gateway.reasoning.protocol import Escalation, LlmUsage
 from gateway.search.protocol import SearchFilter
 
@@ -150,3 +151,28 @@ class AnswerResponse(BaseModel):
     answered_by: str | None = Field(None, description="the model route that wrote the answer (null: no model asked)")
     escalation: Escalation | None = Field(None, description="the cheaper route's answer code refused before "
                                                             "`answered_by` was asked (null: none)")
+
+
+class PassageShown(BaseModel):
+    """A passage the answer may cite, as the stream shows it first."""
+
+    n: int = Field(description="the number the answer cites it by")
+    id: str
+    start: int
+    end: int
+    text: str
+
+
+class PassagesEvent(BaseModel):
+    """``passages``: what the question was searched as and the passages found, before any answer."""
+
+    query: str
+    rewrite: Rewrite
+    search_mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool
+    passages: list[PassageShown]
+
+
+STREAM = Stream({"passages": PassagesEvent, "delta": TextDelta, "done": AnswerResponse},
+                description="`passages` at once; once the answer passed its checks, its text as one `delta`; "
+                            "`done` (the whole response); or `error`")

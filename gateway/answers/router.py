@@ -10,7 +10,7 @@ from gateway.answers.serving import Answers
 from gateway.http import deadline
 from gateway.http.deadline import Deadline
 from gateway.http.errors import documented
-from gateway.reasoning.router import SSE_DOC, sse_response
+from gateway.reasoning.router import sse_response
 
 router = APIRouter(tags=["answers"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 502, 503, 504, described=False)
@@ -33,7 +33,7 @@ async def answer(body: api.AnswerRequest, request: Request, dl: Deadline = deadl
     return JSONResponse(out.model_dump(), headers={"X-Mesh-Degraded": "1" if out.degraded else "0"})
 
 
-@router.post("/v1/answers:stream", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/answers:stream", responses={**ERRORS, **api.STREAM.doc()})
 async def answer_stream(body: api.AnswerRequest, request: Request, dl: Deadline = deadline.LLM):
     """The answer as server-sent events, in this order.
 

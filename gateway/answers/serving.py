@@ -28,8 +28,9 @@ from gateway.config import GatewaySettings
 from gateway.files.serving import page_of
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
+from gateway.http.streams import TextDelta
 from gateway.http.telemetry import note
-from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.events import usage_of
 from gateway.reasoning.protocol import Escalation
 from gateway.reasoning.routes import ESCALATIONS, ModelRoute, ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, StructuredStream, open_structured, structured
@@ -363,31 +364,32 @@ class Answers:
         shown, only ``done`` with ``answerable: false``. Or ``error``. An answer from the cache is the
         same three events at once.
         """
+        send = api.STREAM.send
         if isinstance(p, Served):
             out = p.response
-            yield sse("passages", {"query": out.rewrite.query, "rewrite": out.rewrite.model_dump(),
-                                   "search_mode": out.search_mode, "degraded": out.degraded,
-                                   "passages": [{"n": q.n, "id": q.id, "start": q.start, "end": q.end, "text": q.text}
-                                                for q in out.passages]})
-            yield sse("delta", {"text": out.answer})
-            yield sse("done", out.model_dump())
+            yield send("passages", api.PassagesEvent(
+                query=out.rewrite.query, rewrite=out.rewrite, search_mode=out.search_mode, degraded=out.degraded,
+                passages=[api.PassageShown(n=q.n, id=q.id, start=q.start, end=q.end, text=q.text)
+                          for q in out.passages]))
+            yield send("delta", TextDelta(text=out.answer))
+            yield send("done", out)
             return
-        yield sse("passages", {"query": p.rewrite.query, "rewrite": p.rewrite.model_dump(),
-                               "search_mode": p.found.mode, "degraded": p.found.degraded,
-                               "passages": [{"n": q.n, "id": q.doc_id, "start": q.start, "end": q.end, "text": q.text}
-                                            for q in p.passages]})
+        yield send("passages", api.PassagesEvent(
+            query=p.rewrite.query, rewrite=p.rewrite, search_mode=p.found.mode, degraded=p.found.degraded,
+            passages=[api.PassageShown(n=q.n, id=q.doc_id, start=q.start, end=q.end, text=q.text)
+                      for q in p.passages]))
         if not p.passages or (p.relevance is not None and not p.relevance.relevant):
-            yield sse("done", self.response(p, None, None).model_dump())
+            yield send("done", self.response(p, None, None))
             return
         try:
             out = await self.written(p, deadline)
         except ApiError as err:
-            yield error_event(err)
+            yield api.STREAM.error(err)
             return
         await self.store(p, out)
         if out.answerable:
-            yield sse("delta", {"text": out.answer})
-        yield sse("done", out.model_dump())
+            yield send("delta", TextDelta(text=out.answer))
+        yield send("done", out)
 
 
 def _span(h: SearchHit) -> tuple[int, int] | None:

@@ -9,7 +9,7 @@ from gateway.assistant.serving import Assistant
 from gateway.http import deadline
 from gateway.http.deadline import Deadline
 from gateway.http.errors import documented
-from gateway.reasoning.router import SSE_DOC, sse_response
+from gateway.reasoning.router import sse_response
 
 router = APIRouter(tags=["assistant"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504)
@@ -36,7 +36,7 @@ async def get_session(session_id: str, request: Request):
     return await _assistant(request).state(session_id)
 
 
-@router.post("/v1/assistant/sessions/{session_id}/messages", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/assistant/sessions/{session_id}/messages", responses={**ERRORS, **api.STREAM.doc()})
 async def send_message(session_id: str, body: api.Message, request: Request, dl: Deadline = deadline.LLM):
     """One turn, as server-sent events in this order.
 

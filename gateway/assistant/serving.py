@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from datetime import date
 from typing import Any
 
 from clients.errors import MeshClientError
@@ -50,19 +48,28 @@ from gateway.access.context import owner, require_read
 from gateway.access.keys import ANONYMOUS
 from gateway.answers import protocol as answers_api
 from gateway.answers.serving import Answers, Prepared, Served
-from gateway.answers.support import present, squash, terms
-from gateway.assistant import held
+from gateway.assistant import calls, held
 from gateway.assistant import protocol as api
 from gateway.assistant.backend_tools import BackendTools, ToolError
+from gateway.assistant.calls import (
+    BrokenCall,
+    OtherScript,
+    model_parameters,
+    summary,
+    writes_korean,
+)
+from gateway.assistant.sessions import SessionStore, unavailable
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, FieldError, from_client_error
-from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.http.streams import TextDelta
+from gateway.reasoning.events import usage_of
+from gateway.reasoning.protocol import LlmUsage
 from gateway.reasoning.routes import ModelRoutes
 from gateway.tasks.protocol import TaskRequest
 from gateway.tasks.serving import Tasks
-from gateway.tasks.store import KeyValue, StoreUnavailable, numbered, session_hash
-from services.runtime.korean import dates
+from gateway.tasks.store import KeyValue, StoreUnavailable
 from services.runtime.korean.questions import asks
+from services.runtime.tasks.post import DEFAULT_TIMEZONE
 
 log = logging.getLogger(__name__)
 SYSTEM = ("당신은 한국어 취업·커리어 도우미입니다. 도구가 필요하면 도구 하나를 부르고, 필요 없으면 짧고 따뜻하게 직접 "
@@ -82,90 +89,19 @@ REFUSAL = "찾은 문서에서는 그 답을 확인할 수 없습니다."
 # note; a second one is replaced by this line (code cannot write the reply, only refuse the wrong one).
 KOREAN_NOTE = "\n사용자는 한국어로 말했습니다. 반드시 한국어로 답하세요."
 KOREAN_FALLBACK = "네, 알겠습니다. 더 도와드릴 일이 있으면 말씀해 주세요."
-HANGUL = re.compile(r"[가-힣]")
-LATIN = re.compile(r"[A-Za-z]")
-SCRIPT_LETTERS = 6  # letters a reply is held for before its script is judged
 
 
-def writes_korean(text: str) -> bool:
-    """Whether a person's message is written in Korean (more Hangul syllables than Latin letters)."""
-    return len(HANGUL.findall(text)) > len(LATIN.findall(text))
-
-
-def other_script(reply: str) -> bool:
-    """Whether a reply's letters so far are Latin, not Hangul (judged for a person who wrote Korean)."""
-    latin, hangul = len(LATIN.findall(reply)), len(HANGUL.findall(reply))
-    return latin > hangul and latin >= 2
-
-
-class OtherScript(Exception):
-    """The model began its reply in another script than the person's."""
-
-
-class BrokenCall(Exception):
-    """The model's call broke its schema or the checks twice (a task's arguments in Han characters).
-
-    The turn asks again once without the declared tasks.
-    """
-
-
-SUMMARY_CHARS = 600
-FROM_CODE = ("text", "reference_date", "timezone")  # a task's inputs code takes from the person and the session
-MIN_OWN_WORDS = 0.6  # share of a task argument's character pairs the message must hold (set before any run)
-
-
-def model_parameters(schema: dict[str, Any]) -> dict[str, Any]:
-    """A declared task's input schema less what code fills (:data:`FROM_CODE`): what the model writes.
-
-    The person's words, the session's reference date and zone are taken by code (``Assistant._inputs``);
-    asking the model to copy them costs prompt tokens, output tokens and a chance to change them.
-    """
-    props = schema.get("properties") or {}
-    if not any(k in props for k in FROM_CODE):
-        return schema
-    out = {**schema, "properties": {k: v for k, v in props.items() if k not in FROM_CODE}}
-    out["required"] = [k for k in schema.get("required") or [] if k not in FROM_CODE]
-    return out
-
-
-def own_words(value: str, message: str) -> float:
-    """The share of ``value``'s character pairs (white space removed) that the message holds too."""
-    squash = "".join(value.split())
-    pairs = [squash[i:i + 2] for i in range(len(squash) - 1)]
-    if not pairs:
-        return 1.0 if squash in "".join(message.split()) else 0.0
-    held = "".join(message.split())
-    return sum(p in held for p in pairs) / len(pairs)
-
-
-def unavailable(err: Exception) -> ApiError:
-    """The sessions store did not answer."""
-    return ApiError(503, "unavailable", f"the assistant's session store did not answer ({err})", retryable=True)
-
-
-def summary(value: Any) -> str:
-    """A tool's result as the model and the client see it: compact JSON, cut at ``SUMMARY_CHARS``."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
-
-
-class Assistant:
+class Assistant(SessionStore):
     """Assistant sessions on the model routes, the grounded-answer code, the declared tasks and backend tools."""
 
     def __init__(self, routes: ModelRoutes, answers: Answers, tasks: Tasks, store: KeyValue, *, ttl_s: int,
                  backend: BackendTools | None = None, history_turns: int = 5, max_turns: int = 50,
                  tool_rounds: int = 3) -> None:
-        self.routes, self.answers, self.tasks, self.store = routes, answers, tasks, store
+        super().__init__(store, ttl_s=ttl_s, max_turns=max_turns)
+        self.routes, self.answers, self.tasks = routes, answers, tasks
         self.backend = backend
-        self.ttl_s = ttl_s
         self.history_turns = history_turns  # in the prompt: bounds each turn's input tokens
-        self.max_turns = max_turns
         self.tool_rounds = tool_rounds  # tools run one after another in a turn before the model must reply
-
-    @staticmethod
-    def key(sid: str) -> str:
-        """The session's hash."""
-        return f"assistant:{sid}"
 
     def available(self) -> dict[str, Tool]:
         """Every tool a session may be given."""
@@ -197,33 +133,14 @@ class Assistant:
                 raise from_client_error(err) from None
         sid = uuid.uuid4().hex
         meta = {"collections": body.collections, "tools": tools, "system": body.system, "model": body.model,
-                "caller": body.caller, "reference_date": body.reference_date, "owner": owner()}
+                "caller": body.caller, "reference_date": body.reference_date, "owner": owner(),
+                "timezone": body.timezone or DEFAULT_TIMEZONE}
         try:
             await self.store.hsetnx(self.key(sid), "meta", json.dumps(meta, ensure_ascii=False), self.ttl_s)
         except StoreUnavailable as err:
             raise unavailable(err) from None
         return api.SessionState(id=sid, collections=body.collections, tools=tools, model=body.model, turns=[],
-                                expires_in_s=self.ttl_s)
-
-    async def _load(self, sid: str) -> tuple[dict, dict[int, dict]]:
-        try:
-            fields = await session_hash(self.store, self.key(sid), sid)
-        except StoreUnavailable as err:
-            raise unavailable(err) from None
-        if not fields or "meta" not in fields:
-            raise ApiError(404, "session_not_found", "no such assistant session (it may have expired)")
-        return json.loads(fields["meta"]), numbered(fields)
-
-    async def state(self, sid: str) -> api.SessionState:
-        """The session and its latest turns."""
-        meta, turns = await self._load(sid)
-        try:
-            left = await self.store.ttl(self.key(sid))
-        except StoreUnavailable:
-            left = self.ttl_s
-        return api.SessionState(id=sid, collections=meta["collections"], tools=meta["tools"], model=meta["model"],
-                                turns=[api.AssistantTurn(**turns[n]) for n in sorted(turns)],
-                                earlier_turns=min(turns) - 1 if turns else 0, expires_in_s=left)
+                                expires_in_s=self.ttl_s, timezone=meta["timezone"])
 
     def _messages(self, meta: dict, turns: dict[int, dict], text: str) -> list[ChatMessage]:
         """The instructions, the last turns (the latest evidence as the tool results they were), the message."""
@@ -280,7 +197,7 @@ class Assistant:
                                     pieces.append(event)
                                 else:
                                     record["reply"] += event
-                                    yield sse("delta", {"text": event})
+                                    yield api.STREAM.send("delta", TextDelta(text=event))
                             break
                         except BrokenCall as broke:  # nothing of it was sent
                             log.info("assistant tool call broken twice: %s", broke.args[0][:120])
@@ -300,7 +217,7 @@ class Assistant:
                     refuted = self._refuted(call, body.text) if call is not None else None
                     if refuted is None:
                         break
-                    yield sse("tool_refused", {"name": refuted[0], "reason": refuted[1]})
+                    yield api.STREAM.send("tool_refused", api.ToolRefused(name=refuted[0], reason=refuted[1]))
                     offered = tools = [t for t in tools if t.name != refuted[0]]
                     call = None
                 timings.setdefault("first_call_ms", round((time.perf_counter() - start) * 1e3, 1))
@@ -323,23 +240,23 @@ class Assistant:
                 if call is None:
                     for piece in pieces:
                         record["reply"] += piece
-                        yield sse("delta", {"text": piece})
+                        yield api.STREAM.send("delta", TextDelta(text=piece))
                     break
                 seen.add(self._canonical(call))
                 offered = [t for t in offered if t.name != call.name]  # a tool once a turn: the small model repeats
                 arguments = self._inputs(meta, call.name, json.loads(call.arguments or "{}"), body.text)
                 record["tool"], record["arguments"] = call.name, arguments
                 record["calls"].append(call.name)
-                yield sse("tool_call", {"name": call.name, "arguments": arguments, "by": by})
+                yield api.STREAM.send("tool_call", api.ToolCallEvent(name=call.name, arguments=arguments, by=by))
                 t = time.perf_counter()
                 if call.name == SEARCH.name:
                     if prepared is None:
                         prepared = await self._prepare(meta, turns, body.text, deadline)
                     out = await self.answers.finish(prepared, deadline)
                     timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
-                    yield sse("tool_result", {"name": call.name, "summary": f"{len(out.passages)} passages; "
-                                                                            f"{out.reason}", "cached": False,
-                                              "query": out.rewrite.query})
+                    yield api.STREAM.send("tool_result", api.ToolResultEvent(
+                        name=call.name, summary=f"{len(out.passages)} passages; {out.reason}", cached=False,
+                        query=out.rewrite.query))
                     record["reply"] = out.answer if out.answerable else REFUSAL
                     record["citations"] = list(dict.fromkeys(c.id for c in out.citations))
                     record["answered_from"] = "search"
@@ -347,9 +264,9 @@ class Assistant:
                         record["evidence"] = held.of_answer(out.answer, [c.text for c in out.citations])
                     if out.usage is not None:
                         usage.append(out.usage)
-                    yield sse("answer", {"text": record["reply"], "answerable": out.answerable, "reason": out.reason,
-                                         "check": out.support.check if out.support else None,
-                                         "citations": [c.model_dump() for c in out.citations]})
+                    yield api.STREAM.send("answer", api.AnswerEvent(
+                        text=record["reply"], answerable=out.answerable, reason=out.reason,
+                        check=out.support.check if out.support else None, citations=out.citations))
                     break  # a checked answer is the turn's reply
                 try:
                     result, cached = await self._tool(meta, sid, call.name, arguments, deadline)
@@ -357,12 +274,14 @@ class Assistant:
                     record["evidence"] = (record["evidence"] + "\n" + held.of_result(result)).strip()[
                         -held.EVIDENCE_CHARS:]
                     record["answered_from"] = "tool"
-                    yield sse("tool_result", {"name": call.name, "summary": shown, "cached": cached})
+                    yield api.STREAM.send("tool_result", api.ToolResultEvent(name=call.name, summary=shown,
+                                                                             cached=cached))
                 except ToolError as err:
                     # shown to the model once; its reply, then the error ends the turn
                     failed = ApiError(502, "tool_failed", err.message, retryable=err.kind in ("timeout", "http"))
                     shown = f"error: {err.message}"
-                    yield sse("tool_result", {"name": call.name, "error": err.message, "cached": False})
+                    yield api.STREAM.send("tool_result", api.ToolResultEvent(name=call.name, error=err.message,
+                                                                             cached=False))
                 timings["tool_ms"] = timings.get("tool_ms", 0.0) + round((time.perf_counter() - t) * 1e3, 1)
                 convo = [*convo, ChatMessage("assistant", tool_calls=(call,)),
                          ChatMessage("tool", shown, tool_call_id=call.id, name=call.name)]
@@ -370,66 +289,30 @@ class Assistant:
             if failed:
                 raise failed
         except ApiError as err:
-            yield error_event(err)
+            yield api.STREAM.error(err)
             return
         except MeshClientError as err:
-            yield error_event(from_client_error(err))
+            yield api.STREAM.error(err)
             return
         timings["turn_ms"] = round((time.perf_counter() - start) * 1e3, 1)
-        yield sse("done", {"turn": number, "tool": record["tool"], "calls": record["calls"],
-                           "answered_from": record["answered_from"], "session_check": record.get("session_check"),
-                           "usage": [u if isinstance(u, dict) else u.model_dump() for u in usage],
-                           "timings": timings})
+        yield api.STREAM.send("done", api.TurnDone(
+            turn=number, tool=record["tool"], calls=record["calls"], answered_from=record["answered_from"],
+            session_check=record.get("session_check"),
+            usage=[u if isinstance(u, LlmUsage) else LlmUsage.model_validate(u) for u in usage], timings=timings))
 
     @staticmethod
     def _canonical(call: ToolCall) -> str:
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            arguments = call.arguments
-        return json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return calls.canonical(call)
 
     def _refuted(self, call: ToolCall, text: str) -> tuple[str, str] | None:
-        """(the tool's name, why) when code refutes the call, else None.
-
-        Refuted: a declared task whose text inputs are not the person's words (under :data:`MIN_OWN_WORDS`
-        of an argument's character pairs are in the message: the model wrote the résumé or the answer to
-        be scored itself); a task reading dates (its input has ``reference_date``) chosen for a message
-        that names no date or time (read by grammar: services/runtime/korean/dates.py).
-        """
+        """(the tool's name, why) when code refutes the call (:func:`calls.refuted`), else None."""
         task = self.tasks.tasks.get(call.name)
-        if task is None:
-            return None
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            arguments = {}
-        for name in model_parameters(task.spec.input_schema).get("required") or []:
-            value = arguments.get(name)
-            if isinstance(value, str) and value.strip() and own_words(value, text) < MIN_OWN_WORDS:
-                return call.name, f"{name} is not in the message: the person did not write it"
-        if "reference_date" not in task.spec.input_schema.get("properties", {}):
-            return None
-        names_one = bool(dates.scan(text, date.today())) or dates.time_of_day(text) is not None
-        return None if names_one else (call.name, "the message names no date or time")
+        return None if task is None else calls.refuted(task.spec.input_schema, call, text)
 
     def _inputs(self, meta: dict, name: str, arguments: dict, text: str) -> dict:
-        """A declared task's input, its dates and words taken from the person, not the model.
-
-        The person's own words become its ``text`` (the model's paraphrase loses dates and names), the
-        session's ``reference_date`` its reference (without one the task reads against today in its
-        zone); the model was never asked for them (:func:`model_parameters`).
-        """
+        """A declared task's input, its dates and words taken from the person (:func:`calls.task_input`)."""
         task = self.tasks.tasks.get(name)
-        if task is None:
-            return arguments
-        props = task.spec.input_schema.get("properties", {})
-        out = {k: v for k, v in arguments.items() if k not in FROM_CODE}
-        if "text" in props:
-            out["text"] = text
-        if "reference_date" in props and meta.get("reference_date"):
-            out["reference_date"] = meta["reference_date"]
-        return out
+        return arguments if task is None else calls.task_input(task.spec.input_schema, meta, arguments, text)
 
     async def _complete(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
                         deadline: Deadline, usage: list[Any], hold: bool,
@@ -439,24 +322,9 @@ class Assistant:
         ``korean``: the person wrote Korean; the reply's first letters are held until its script is
         known, and :class:`OtherScript` is raised (nothing of it sent) when they are not Korean.
         """
-        held: list[str] | None = [] if korean else None
-        async for piece in self._complete_raw(meta, sid, messages, tools, deadline, usage, hold):
-            if held is None or not isinstance(piece, str):
-                yield piece
-                continue
-            held.append(piece)
-            text = "".join(held)
-            if len(HANGUL.findall(text)) + len(LATIN.findall(text)) >= SCRIPT_LETTERS:
-                if other_script(text):
-                    raise OtherScript(text[:80])
-                for p in held:
-                    yield p
-                held = None
-        if held:
-            if other_script("".join(held)):
-                raise OtherScript("".join(held)[:80])
-            for p in held:
-                yield p
+        raw = self._complete_raw(meta, sid, messages, tools, deadline, usage, hold)
+        async for piece in calls.in_persons_script(raw) if korean else raw:
+            yield piece
 
     async def _complete_raw(self, meta: dict, sid: str, messages: list[ChatMessage], tools: list[Tool],
                             deadline: Deadline, usage: list[Any], hold: bool) -> AsyncGenerator[str | ToolCalls, None]:
@@ -503,17 +371,7 @@ class Assistant:
 
     @staticmethod
     def _about_documents(p: Prepared | Served, text: str) -> bool:
-        """Whether the documents are about what ``text`` asks (else the model's reply stands: "오늘 저녁 뭐 먹지?").
-
-        About them: an answer the cache holds, a message with no content word of its own ("뭐야?"), or a
-        content word of the person's own message in a passage the search found. Not the relevance decision:
-        it reads the rewrite, which carries the earlier turns' subject into "오늘 저녁 뭐 먹지?".
-        """
-        if isinstance(p, Served):
-            return True
-        own = terms(text)
-        found = [squash(q.text) for q in p.passages]
-        return not own or any(present(t, h) for t in own for h in found)
+        return True if isinstance(p, Served) else calls.about_documents([q.text for q in p.passages], text)
 
     async def _tool(self, meta: dict, sid: str, name: str, arguments: dict, deadline: Deadline) -> tuple[Any, bool]:
         """A declared task's result or a backend tool's answer, and whether it came from a cache."""
@@ -522,20 +380,3 @@ class Assistant:
         run = await self.tasks.prepare(name, TaskRequest(input=arguments, model=meta["model"], session_id=sid))
         response = await self.tasks.run(run, deadline)
         return response.result, response.cached
-
-    async def _keep(self, sid: str, turns: dict[int, dict], record: dict) -> int:
-        """Claim the next turn number (once, across instances); the oldest kept turn goes past ``max_turns``."""
-        try:
-            for _ in range(5):
-                n = max(turns, default=0) + 1
-                if await self.store.hsetnx(self.key(sid), f"t:{n}", json.dumps(record, ensure_ascii=False),
-                                           self.ttl_s):
-                    if n > self.max_turns:
-                        await self.store.hdel(self.key(sid), f"t:{n - self.max_turns}")
-                    turns[n] = record
-                    return n
-                _, turns = await self._load(sid)
-        except StoreUnavailable as err:
-            raise unavailable(err) from None
-        raise ApiError(409, "turn_conflict", "the session changed five times during this turn; send it again",
-                       retryable=True)

@@ -19,7 +19,9 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from gateway.conversations.profile import CUE, GENERIC, OCCASIONS, RECIPIENTS, REFUSAL, Vocabulary, _listed
+from gateway.conversations.reading import CUE, REFUSAL, Vocabulary
+from gateway.conversations.slots import GENERIC, _listed
+from services.runtime.korean.gifts import OCCASIONS, RECIPIENTS
 from services.runtime.korean.numbers import numbers
 from services.runtime.korean.particles import ends_word, starts_word
 

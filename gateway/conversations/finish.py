@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import AsyncGenerator
@@ -36,11 +35,15 @@ from clients.reasoning import ChatMessage, Delta, Done, Options, Timeouts, Usage
 from gateway.access.context import owner, owns
 from gateway.conversations import confirm
 from gateway.conversations import protocol as api
-from gateway.conversations.profile import Fields, Vocabulary, search_of
+from gateway.conversations.protocol import LATE
+from gateway.conversations.query import Fields, search_of
+from gateway.conversations.reading import Vocabulary
+from gateway.conversations.reasons import model_reason, rule_reasons
 from gateway.conversations.sessions import CONFIRMED, Conversations, unavailable
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error, job_submit_error
-from gateway.reasoning.events import counted, error_event, sse, usage_of
+from gateway.http.streams import TextDelta
+from gateway.reasoning.events import usage_of
 from gateway.reasoning.routes import ModelRoutes
 from gateway.reasoning.structured import StructuredFailed, open_structured
 from gateway.search.protocol import ExpandChoice, MmrChoice, SearchRequest, query_key
@@ -49,23 +52,11 @@ from services.runtime.jobs.base import Jobs
 from services.runtime.jobs.records import JobContext, JobNotFound, JobRecord, JobStoreUnavailable, QueueFull
 
 SUMMARIES = Counter("mesh_gateway_conversation_summaries", "confirm summaries by outcome", ["outcome"])
-REASON_CALLS = Counter("mesh_gateway_list_reasons", "list reason calls (one per query) by outcome", ["outcome"])
 for _outcome in ("ok", "late", "failed", "unfaithful"):
     SUMMARIES.labels(_outcome)
-    REASON_CALLS.labels(_outcome)
-LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
+
 KIND = "lists"
 NAMED_DIVERSITY = 0.1  # the MMR diversity of a list whose categories the person named (see _lists)
-# The grammar closes the string at REASON_CHARS; the token budget must cover it (a Korean character is
-# one to two tokens), or the answer is cut before its closing quote and fails as a schema violation
-# (bench/results/gift_lists.md, report2: 13 of 18 reason calls cut at 64 tokens).
-REASON_CHARS = 50
-REASON_TOKENS = 2 * REASON_CHARS + 16
-REASON_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["reason"],
-                 "properties": {"reason": {"type": "string", "maxLength": REASON_CHARS}}}
-REASON_SYSTEM = ("선물 목록 아래에 붙일 추천 이유를 한국어로 40자 이내의 짧은 한 문장으로 씁니다. 상품마다 이름이나 "
-                 "특징을 한 단어씩 넣고, 뺀 것은 말하지 마세요. 요청과 상품 설명에 있는 것만 쓰고, 값이나 사실을 "
-                 "지어내지 마세요. JSON으로만 답하세요.")
 SELF_WORDS = "나를 위한"
 
 
@@ -109,6 +100,9 @@ class Finish:
         value = call.value.get(field) if isinstance(call.value, dict) else None
         if not isinstance(value, str) or not value.strip():
             return None, "empty", call.usage
+        cap = schema["properties"][field].get("maxLength")
+        if cap is not None and len(value) >= cap:  # the grammar closed the string at its cap: a sentence cut short
+            return None, f"cut at {cap} characters", call.usage
         return value.strip(), None, call.usage
 
     async def _confirmed(self, cid: str) -> dict | None:
@@ -181,9 +175,9 @@ class Finish:
         try:
             done = await self.conversations.turn(cid, body, deadline)
         except ApiError as err:
-            yield error_event(err)
+            yield api.TURN_STREAM.error(err)
             return
-        yield sse("turn", done.model_dump(mode="json"))
+        yield api.TURN_STREAM.send("turn", done)
         meta, _ = await self.conversations._load(cid)
         vocab = Vocabulary(tuple(meta["categories"]), tuple(meta["attributes"]))
         profile = done.profile.model_dump()
@@ -204,7 +198,7 @@ class Finish:
                                                    timeout_s=total + 0.5):
                     if isinstance(event, Delta):
                         text.append(event.text)
-                        yield sse("delta", {"text": event.text})
+                        yield api.TURN_STREAM.send("delta", TextDelta(text=event.text))
                     elif isinstance(event, Done):
                         usage = event.usage
                     else:
@@ -221,9 +215,9 @@ class Finish:
                 why = "unfaithful: " + "; ".join(problems)
         if why is not None:
             reply = None
-        yield sse("reply", {"text": reply, "asked": asked, "error": why,
-                            "ms": round((time.perf_counter() - start) * 1e3, 1),
-                            "usage": usage_of(usage).model_dump() if usage else None})
+        yield api.TURN_STREAM.send("reply", api.ReplyEvent(text=reply, asked=asked, error=why,
+                                                           ms=round((time.perf_counter() - start) * 1e3, 1),
+                                                           usage=usage_of(usage) if usage else None))
 
     # -- lists -------------------------------------------------------------------------------------------
 
@@ -325,6 +319,7 @@ class Finish:
                 for group in groups:
                     if group["items"]:
                         group.update(await self._reason(record.id, name, profile, vocab, group))
+                        rule_reasons(profile, fields, group, for_self=name == "self")
         timings["reasons_ms"] = (time.perf_counter() - t) * 1e3
         timings["total_ms"] = (time.perf_counter() - t0) * 1e3
         await ctx.progress(done=4)
@@ -351,57 +346,21 @@ class Finish:
             first = (h.matched_queries or [0])[0] if len(queries) > 1 else 0
             groups[min(first, len(groups) - 1)]["items"].append(
                 {"id": h.id, "rank": rank + 1, "score": round(h.score, 4), "title": title(h.text),
-                 "payload": h.payload})
+                 "title_full": h.text, "payload": h.payload})
         return groups
 
     @staticmethod
     def _flatten(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        items = [{**item, "query": g["query"], "reason": g.get("reason")} for g in groups for item in g["items"]]
+        items = [{**{k: v for k, v in item.items() if k != "title_full"}, "query": g["query"],
+                  "reason": item.get("reason", g.get("reason")), "reason_source": item.get("reason_source")}
+                 for g in groups for item in g["items"]]
         return sorted(items, key=lambda i: i["rank"])
-
-    @staticmethod
-    def reason_slot(name: str, group: dict[str, Any]) -> str:
-        """Where a group's reason is kept: its list, query and item ids.
-
-        Not its position: a resumed run may derive other queries, and a reason written for other items
-        must not be shown under these.
-        """
-        what = json.dumps([group["query"], [i["id"] for i in group["items"]]], ensure_ascii=False)
-        return f"{name}:{hashlib.sha256(what.encode()).hexdigest()[:16]}"
 
     async def _reason(self, job_id: str, name: str, profile: dict, vocab: Vocabulary,
                       group: dict[str, Any]) -> dict[str, Any]:
-        """One call for one query's items: its sentence, checked (a job resumed elsewhere reuses a stored one)."""
-        slot = self.reason_slot(name, group)
-        store, key = self.conversations.store, f"conversation-lists:{job_id}"
-        try:
-            done = (await store.hgetall(key)).get(slot)
-        except StoreUnavailable:
-            done = None
-        if done:
-            return json.loads(done)
-        items = "\n".join(f"- {i['title']}" for i in group["items"][:5])
-        request = confirm.profile_lines(profile)
-        messages: list[tuple[confirm.Role, str]] = [
-            ("system", REASON_SYSTEM), ("user", f"[선물 요청]\n{request}\n검색어: {group['query']}\n[상품]\n{items}")]
-        text, why, usage = await self._text(messages, REASON_SCHEMA, "reason", job_id + slot, self.reason_timeout_s,
-                                            REASON_TOKENS)
-        if usage is not None:
-            counted(usage)  # charged to the key that started the list job (gateway/wiring.py for_owner)
-        if text is not None:
-            extra = [w for i in group["items"] for w in (i["title"], str(i["payload"].get("category", "")))]
-            problems = confirm.unfaithful(text, profile, vocab, also=extra) \
-                + confirm.off_items(text, [i["title"] for i in group["items"][:5]], profile)
-            if problems:
-                text, why = None, "unfaithful: " + "; ".join(problems)
-        outcome = {"reason": text, "reason_status": "ok" if text else "failed", "reason_error": why}
-        REASON_CALLS.labels("ok" if text else ("unfaithful" if why and why.startswith("unfaithful") else
-                                               "late" if why == LATE else "failed")).inc()
-        try:
-            await store.hsetnx(key, slot, json.dumps(outcome, ensure_ascii=False), self.conversations.ttl_s)
-        except StoreUnavailable:
-            pass
-        return outcome
+        """One call for one query's items (gateway/conversations/reasons.py), kept per job in the store."""
+        return await model_reason(self._text, self.conversations.store, self.conversations.ttl_s, self.reason_timeout_s,
+                                  job_id, name, profile, vocab, group)
 
 
 def job_view(r: JobRecord) -> api.ListsJob:

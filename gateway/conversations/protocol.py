@@ -7,12 +7,15 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from gateway.http.models import Strict
+from gateway.http.streams import Stream, TextDelta
 from gateway.interviews.protocol import not_blank
 from gateway.reasoning.protocol import Card, LlmUsage
 
 Word = Field(min_length=1, max_length=40)
 CATEGORIES = ["향수", "꽃", "케이크", "와인", "향초", "지갑", "시계"]
 ATTRIBUTES = ["알코올", "견과류", "각인", "비건", "가죽"]
+
+LATE = "deadline_exceeded"  # every way of running out of time (first token, generation, total, the request's)
 
 
 class ProfileFields(Strict):
@@ -174,5 +177,22 @@ class ListsJob(BaseModel):
     errors: list[str]
     result: dict[str, Any] | None = Field(
         None, description="`gift` (for the recipient) and `self` (for the person asking): items best first, each "
-                          "with the query that found it and that query's reason; `queries` with each reason's "
+                          "with the query that found it, a reason and its `reason_source`: `model` (the query's "
+                          "sentence, checked to describe every item under it) or `rule` (written by code from "
+                          "the profile and the item when the model's failed); `queries` with each model reason's "
                           "status; `expansion`; `timings` per stage")
+
+
+class ReplyEvent(BaseModel):
+    """``reply``: the reply once written and checked (null text when late, failed or unfaithful)."""
+
+    text: str | None
+    asked: list[str] = Field(description="what code found missing and the reply asks for")
+    error: str | None = Field(description="why there is no reply: `deadline_exceeded`, `unfaithful: ...`, ...")
+    ms: float
+    usage: LlmUsage | None = None
+
+
+TURN_STREAM = Stream({"turn": TurnResponse, "delta": TextDelta, "reply": ReplyEvent},
+                     description="`turn` (the profile and its search, at once), the reply as `delta` events while "
+                                 "it is written, then `reply`; or `error`")

@@ -10,7 +10,6 @@ from gateway.conversations.finish import Finish
 from gateway.conversations.sessions import TASK, Conversations
 from gateway.http.deadline import TIMEOUT_HEADER, parse_timeout
 from gateway.http.errors import documented
-from gateway.reasoning.router import SSE_DOC
 
 router = APIRouter(tags=["conversations"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 502, 503, 504)
@@ -57,7 +56,7 @@ def _finish(request: Request) -> Finish:
     return request.app.state.mesh.finish
 
 
-@router.post("/v1/conversations/{conversation_id}/turns:stream", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/conversations/{conversation_id}/turns:stream", responses={**ERRORS, **api.TURN_STREAM.doc()})
 async def conversation_turn_stream(conversation_id: str, body: api.TurnRequest, request: Request):
     """A turn, then a short reply asking for what the profile still lacks, as server-sent events.
 

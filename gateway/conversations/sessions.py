@@ -2,7 +2,7 @@
 
 Each turn runs the ``spec_delta`` task (the model proposes what the turn adds, changes or removes),
 then :func:`gateway.conversations.profile.merge` keeps the profile by code, then
-:func:`~gateway.conversations.profile.search_of` turns it into the search that runs (hard constraints
+:func:`~gateway.conversations.query.search_of` turns it into the search that runs (hard constraints
 as filters, the rest as the query), with reasons on request.
 
 State: one Redis hash per conversation (``conversation:<id>``, TTL ``ttl_s`` renewed by each write):
@@ -25,7 +25,10 @@ from prometheus_client import Counter
 from clients.errors import MeshClientError
 from gateway.access.context import owner, require_read
 from gateway.conversations import protocol as api
-from gateway.conversations.profile import Fields, Vocabulary, empty_profile, merge, nearest, search_of, to_relate
+from gateway.conversations.profile import empty_profile, merge
+from gateway.conversations.query import Fields, search_of
+from gateway.conversations.reading import Vocabulary
+from gateway.conversations.related import nearest, to_relate
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError, from_client_error
 from gateway.reasoning.events import card_list
@@ -171,7 +174,7 @@ class Conversations:
                        deadline: Deadline) -> dict[str, list[tuple[str, str]]]:
         """The vocabulary entry nearest (by embedding) to each word a refused description brings, if near enough.
 
-        See :func:`~gateway.conversations.profile.to_relate`; none when the embedding service does not answer.
+        See :func:`~gateway.conversations.related.to_relate`; none when the embedding service does not answer.
         """
         words = to_relate(text, delta, vocab)
         if not words:

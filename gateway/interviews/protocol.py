@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from gateway.http.models import Strict
+from gateway.http.streams import Stream
 
 RESUME = "백엔드 개발자 4년. Java, Spring Boot, MySQL, Redis로 주문 시스템을 운영했습니다."
 POSTING = "[백엔드 개발자] 자격: Java/Spring 3년 이상. 우대: 대용량 트래픽 경험."
@@ -63,7 +64,7 @@ class Question(BaseModel):
                                                                  "previous question was being answered")
 
 
-class Turn(BaseModel):
+class QuestionAnswered(BaseModel):
     """A question and, once given, its answer."""
 
     question: Question
@@ -87,7 +88,7 @@ class InterviewState(BaseModel):
     status: Literal["in_progress", "finished"]
     kind: str
     questions: int
-    turns: list[Turn]
+    turns: list[QuestionAnswered]
     prepared: bool = Field(description="the next main question is prepared and waiting")
     expires_in_s: int
     scored: int | None = Field(None, description="answers already scored (in the background as they came): a "
@@ -127,3 +128,7 @@ class InterviewReport(BaseModel):
     weakest: str = Field(description="the criterion with the lowest mean")
     summary: str
     grade: str | None = Field(None, description="by code from `overall`: A ≥ 8.5, B ≥ 7.0, C ≥ 5.5, D ≥ 4.0, else F")
+
+
+REPORT_STREAM = Stream({"answer": ScoredAnswer, "report": InterviewReport},
+                       description="one `answer` per turn in order as its score is ready, then `report`; or `error`")

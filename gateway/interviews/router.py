@@ -9,7 +9,7 @@ from gateway.http.deadline import TIMEOUT_HEADER, parse_timeout
 from gateway.http.errors import documented
 from gateway.interviews import protocol as api
 from gateway.interviews.sessions import FEEDBACK_TASK, QUESTION_TASK, Interviews
-from gateway.reasoning.router import SSE_DOC, SSE_HEADERS
+from gateway.reasoning.router import SSE_HEADERS
 
 router = APIRouter(tags=["interviews"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 502, 503, 504)
@@ -53,7 +53,7 @@ async def get_interview(interview_id: str, request: Request):
     return await _interviews(request).state(interview_id)
 
 
-@router.post("/v1/interviews/{interview_id}/report:stream", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/interviews/{interview_id}/report:stream", responses={**ERRORS, **api.REPORT_STREAM.doc()})
 async def report_interview_stream(interview_id: str, request: Request, body: api.ReportRequest | None = None):
     """The report as server-sent events (declared before `/report`): each scored answer as it is ready, then the rest.
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.http.models import UnicodeText
+from gateway.http.streams import Stream
 
 
 class _Strict(UnicodeText):
@@ -214,3 +215,46 @@ class OpenAiError(BaseModel):
     """OpenAI's error body (the body of every error of `/v1/chat/completions`)."""
 
     error: OpenAiErrorDetail
+
+
+class ChunkToolCall(BaseModel):
+    """A tool call in a chunk (whole: the mesh sends each call once, validated)."""
+
+    index: int
+    id: str
+    type: Literal["function"] = "function"
+    function: CompletionResponseFunctionCall
+
+
+class ChunkDelta(BaseModel):
+    """What a chunk adds to the answer (only the fields it sets are sent)."""
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    tool_calls: list[ChunkToolCall] | None = None
+
+
+class ChunkChoice(BaseModel):
+    """The one choice of a chunk."""
+
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: Literal["stop", "length", "tool_calls"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """OpenAI's ``chat.completion.chunk``; the last, with ``stream_options.include_usage``, has no choices."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+
+
+STREAM = Stream({"chunk": ChatCompletionChunk, "error": OpenAiError}, unnamed=True, data_only=("[DONE]",),
+                exclude_unset=True,
+                description="`chat.completion.chunk` events ending in `data: [DONE]` (a failure after the start: "
+                            "one `data: {\"error\": ...}` line instead)")

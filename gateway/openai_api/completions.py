@@ -8,11 +8,9 @@ it); the answer comes back as ``chat.completion`` or as ``chat.completion.chunk`
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
 
 from clients.errors import MeshClientError
 from clients.reasoning import (
@@ -147,41 +145,45 @@ class CompletionStream(PooledStream[CompletionEvent]):
 
     async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
         """The answer as ``chat.completion.chunk`` SSE lines, then ``data: [DONE]`` (an error: one error line)."""
-        yield self._chunk({"role": "assistant", "content": ""})
+        send = api.STREAM.send
+        yield send("chunk", self._chunk(api.ChunkDelta(role="assistant", content="")))
         try:
             async for event in self.events():
                 if isinstance(event, Delta):
-                    yield self._chunk({"content": event.text})
+                    yield send("chunk", self._chunk(api.ChunkDelta(content=event.text)))
                 elif isinstance(event, ToolCalls):
-                    yield self._chunk({"tool_calls": [{"index": i, **tool_call(c).model_dump()}
-                                                      for i, c in enumerate(event.calls)]})
+                    calls = [api.ChunkToolCall(index=i, id=c.id, function=tool_call(c).function)
+                             for i, c in enumerate(event.calls)]
+                    yield send("chunk", self._chunk(api.ChunkDelta(tool_calls=calls)))
                 elif isinstance(event, StreamError):
-                    yield _data(openai_error_body(stream_error(event)))
+                    yield send("error", openai_error(stream_error(event)))
                     return
                 else:
                     usage = usage_of(event.usage)
-                    yield self._chunk({}, finish_reason=event.finish_reason)
+                    yield send("chunk", self._chunk(api.ChunkDelta(), finish_reason=event.finish_reason))
                     if include_usage:
-                        yield _data({**self._head(), "choices": [], "usage": {
-                            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-                            "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens}}})
-                    yield b"data: [DONE]\n\n"
+                        yield send("chunk", api.ChatCompletionChunk(
+                            id=self.id, object="chat.completion.chunk", created=self.created, model=self.model,
+                            choices=[], usage=api.CompletionUsage(
+                                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                                total_tokens=usage.prompt_tokens + usage.completion_tokens,
+                                prompt_tokens_details={"cached_tokens": usage.cached_prompt_tokens})))
+                    yield api.STREAM.line("[DONE]")
         except ApiError as err:
-            yield _data(openai_error_body(err))
+            yield send("error", openai_error(err))
         except MeshClientError as err:
-            yield _data(openai_error_body(from_client_error(err)))
+            yield send("error", openai_error(from_client_error(err)))
 
-    def _head(self) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
+    def _chunk(self, delta: api.ChunkDelta, finish_reason: str | None = None) -> api.ChatCompletionChunk:
+        return api.ChatCompletionChunk(id=self.id, object="chat.completion.chunk", created=self.created,
+                                       model=self.model, choices=[api.ChunkChoice(
+                                           index=0, delta=delta, finish_reason=finish_reason,  # type: ignore[arg-type]
+                                           logprobs=None)])
 
-    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        return _data({**self._head(), "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
-                                                   "logprobs": None}]})
 
-
-def _data(payload: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+def openai_error(err: ApiError) -> api.OpenAiError:
+    """An error event of the stream, in OpenAI's shape."""
+    return api.OpenAiError.model_validate(openai_error_body(err))
 
 
 def tool_call(c: ToolCall) -> api.CompletionResponseToolCall:

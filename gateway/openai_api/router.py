@@ -20,7 +20,7 @@ from gateway.openai_api.serving import OpenAiCompat, rendered
 router = APIRouter(tags=["openai"])
 ERRORS = documented(400, 401, 404, 409, 413, 422, 429, 499, 503, 504)
 CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/json": {}, "text/event-stream": {"schema": {"type": "string"}}},
+    200: {"content": {"application/json": {}, **chat.STREAM.doc()[200]["content"]},
           "description": "`chat.completion`, or with `stream: true` `chat.completion.chunk` events ending in "
                          "`data: [DONE]` (a failure after the start: one `data: {\"error\": ...}` line instead)"},
     **{code: {"model": chat.OpenAiError, "description": why} for code, why in {

@@ -12,8 +12,9 @@ from clients.errors import MeshClientError
 from clients.reasoning import Delta, Done, GenerationEvent, Message, Options
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
+from gateway.http.streams import TextDelta
 from gateway.reasoning import protocol as api
-from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.events import usage_of
 from gateway.reasoning.pool import PooledStream, ReasoningPool
 
 
@@ -31,19 +32,19 @@ class ChatStream(PooledStream[GenerationEvent]):
             event = self._first
             while event is not None:
                 if isinstance(event, Delta):
-                    yield sse("delta", {"text": event.text})
+                    yield api.CHAT_STREAM.send("delta", TextDelta(text=event.text))
                 elif isinstance(event, Done):
-                    yield sse("done", {"finish_reason": event.finish_reason,
-                                       "usage": usage_of(event.usage).model_dump(), "history": self.history})
+                    yield api.CHAT_STREAM.send("done", api.ChatDone(finish_reason=event.finish_reason,
+                                                                    usage=usage_of(event.usage), history=self.history))
                     return
                 else:
-                    yield error_event(ApiError(504 if event.kind.endswith("timeout") else 503, event.kind,
+                    yield api.CHAT_STREAM.error(ApiError(504 if event.kind.endswith("timeout") else 503, event.kind,
                                                event.message, retryable=True))
                     return
                 event = await anext(self.stream, None)
-            yield error_event(ApiError(503, "unavailable", "stream ended without done", retryable=True))
+            yield api.CHAT_STREAM.error(ApiError(503, "unavailable", "stream ended without done", retryable=True))
         except MeshClientError as err:
-            yield error_event(err)
+            yield api.CHAT_STREAM.error(err)
         finally:
             await self.release()
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from clients.errors import MeshClientError
 from clients.reasoning import Reason, Usage
-from gateway.http.errors import ApiError, from_client_error
 from gateway.http.telemetry import note
 from gateway.reasoning import protocol as api
 from gateway.search.protocol import SearchResponse
@@ -31,17 +27,6 @@ def counted(u: Usage) -> api.LlmUsage:
     return out
 
 
-def sse(event: str, data: dict) -> bytes:
-    """One server-sent event."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-def error_event(err: ApiError | MeshClientError) -> bytes:
-    """An ``error`` event with the ErrorBody shape every route uses."""
-    api_err = err if isinstance(err, ApiError) else from_client_error(err)
-    return sse("error", api_err.body.model_dump())
-
-
 def card_list(found: SearchResponse, reasons: dict[str, Reason]) -> list[api.Card]:
     """Search hits as cards, with their reasons where there are some (a failed card has no text)."""
     out = []
@@ -54,7 +39,7 @@ def card_list(found: SearchResponse, reasons: dict[str, Reason]) -> list[api.Car
     return out
 
 
-def reason_data(r: Reason) -> dict:
+def reason_data(r: Reason) -> api.ReasonEvent:
     """One card's reason as the SSE ``reason`` event's data (and an entry of ``reasons``)."""
-    return {"id": r.item_id, "short": r.short, "long": r.long, "status": r.status, "violations": list(r.violations),
-            "source": (r.source or "model") if r.short else None}
+    return api.ReasonEvent(id=r.item_id, short=r.short, long=r.long, status=r.status,  # type: ignore[arg-type]
+                           violations=list(r.violations), source=(r.source or "model") if r.short else None)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gateway.http.models import Strict
+from gateway.http.streams import Stream, TextDelta
 from gateway.search.protocol import ExpandChoice, Expansion, SearchFilter
 
 
@@ -129,3 +130,55 @@ class SummaryResponse(BaseModel):
     failed: bool
     failure_reason: str | None = None
     usage: LlmUsage | None = None
+
+
+class ChatDone(BaseModel):
+    """``done`` of a chat turn."""
+
+    finish_reason: str = Field(description="`stop`, `length`, ...")
+    usage: LlmUsage
+    history: dict[str, Any] = Field(description="what the history policy kept: `policy`, `kept`, `dropped`")
+
+
+CHAT_STREAM = Stream({"delta": TextDelta, "done": ChatDone},
+                     description="`delta` events as the reply is written, then `done` or `error`")
+
+
+class CardsEvent(BaseModel):
+    """``cards``: the search's cards at once, before any reason."""
+
+    cards: list[Card]
+    search_mode: Literal["hybrid", "dense", "keyword"]
+    degraded: bool
+    expansion: Expansion | None = Field(None, description="with expand: whether derived queries were searched")
+    queries: list[str] | None = Field(None, description="with expand: the queries searched, the original first")
+
+
+class ReasonEvent(BaseModel):
+    """``reason``: one card's reason as soon as it is known (also an entry of ``reasons``)."""
+
+    id: str = Field(description="the card's id")
+    short: str | None
+    long: str | None
+    status: Literal["ok", "regenerated", "failed"]
+    violations: list[str]
+    source: Literal["model", "rule"] | None = Field(description="who wrote the text (null: there is none)")
+
+
+class ReasonsEvent(BaseModel):
+    """``reasons``: every card's reason, in the cards' order."""
+
+    reasons: list[ReasonEvent]
+
+
+class RecommendDone(BaseModel):
+    """``done`` of a recommendation stream."""
+
+    reasons_status: Literal["ok", "skipped"]
+    usage: LlmUsage | None = None
+
+
+RECOMMEND_STREAM = Stream({"cards": CardsEvent, "reason": ReasonEvent, "reasons": ReasonsEvent,
+                           "done": RecommendDone},
+                          description="`cards` at once, one `reason` per card as it is known, `reasons` (all), "
+                                      "`done`; or `error`")

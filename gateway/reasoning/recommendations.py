@@ -9,7 +9,7 @@ from clients.reasoning import Item, Options, Reason, Reasons, Usage
 from gateway.http.deadline import Deadline
 from gateway.http.errors import ApiError
 from gateway.reasoning import protocol as api
-from gateway.reasoning.events import card_list, error_event, reason_data, sse, usage_of
+from gateway.reasoning.events import card_list, reason_data, usage_of
 from gateway.reasoning.pool import ReasoningPool
 from gateway.search.protocol import SearchRequest, SearchResponse
 from gateway.search.serving import Search
@@ -80,12 +80,12 @@ class Recommendations:
     async def recommend_events(self, body: api.RecommendRequest, found: SearchResponse,
                                deadline: Deadline) -> AsyncGenerator[bytes, None]:
         """``cards`` at once, one ``reason`` per card as it is known, ``reasons`` (all), ``done``; or ``error``."""
-        yield sse("cards", {"cards": [c.model_dump() for c in card_list(found, {})], "search_mode": found.mode,
-                            "degraded": found.degraded,
-                            **({"expansion": found.expansion.model_dump(),
-                                "queries": [q.query for q in found.queries or []]} if found.expansion else {})})
+        send = api.RECOMMEND_STREAM.send
+        yield send("cards", api.CardsEvent(cards=card_list(found, {}), search_mode=found.mode, degraded=found.degraded,
+                                           expansion=found.expansion,
+                                           queries=[q.query for q in found.queries or []] if found.expansion else None))
         if not body.reasons or not found.hits:
-            yield sse("done", {"reasons_status": "skipped"})
+            yield send("done", api.RecommendDone(reasons_status="skipped"))
             return
         got: dict[str, Reason] = {}
         usage: Usage | None = None
@@ -94,16 +94,17 @@ class Recommendations:
             async for event in events:
                 if isinstance(event, Reason):
                     got[event.item_id] = event
-                    yield sse("reason", reason_data(event))
+                    yield send("reason", reason_data(event))
                 else:
                     usage = event
         except (MeshClientError, ApiError) as err:
-            yield error_event(err)
+            yield api.RECOMMEND_STREAM.error(err)
             return
         finally:
             await events.aclose()
         if usage is None:
-            yield error_event(ApiError(503, "unavailable", "the reasons stream ended without done", retryable=True))
+            yield api.RECOMMEND_STREAM.error(ApiError(503, "unavailable", "the reasons stream ended without done",
+                                                      retryable=True))
             return
-        yield sse("reasons", {"reasons": [reason_data(got[h.id]) for h in found.hits if h.id in got]})
-        yield sse("done", {"reasons_status": "ok", "usage": usage_of(usage).model_dump()})
+        yield send("reasons", api.ReasonsEvent(reasons=[reason_data(got[h.id]) for h in found.hits if h.id in got]))
+        yield send("done", api.RecommendDone(reasons_status="ok", usage=usage_of(usage)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -19,8 +18,6 @@ from gateway.reasoning.summaries import Summaries
 
 router = APIRouter(tags=["reasoning"])
 ERRORS = documented(400, 401, 404, 409, 413, 429, 503, 504, described=False)
-SSE_DOC: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                 "description": "Server-sent events; the last event is `done` or `error`."}}
 SSE_HEADERS = {"Cache-Control": "no-cache"}
 
 
@@ -56,7 +53,7 @@ async def recommend(body: api.RecommendRequest, request: Request, dl: Deadline =
     return await _recommendations(request).recommend(body, dl)
 
 
-@router.post("/v1/recommendations:stream", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/recommendations:stream", responses={**ERRORS, **api.RECOMMEND_STREAM.doc()})
 async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Deadline = deadline.LLM):
     """Recommendations as server-sent events, in this order.
 
@@ -78,7 +75,7 @@ async def recommend_stream(body: api.RecommendRequest, request: Request, dl: Dea
     return sse_response(recommendations.recommend_events(body, found, dl))
 
 
-@router.post("/v1/chat", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/chat", responses={**ERRORS, **api.CHAT_STREAM.doc()})
 async def chat(body: api.ChatRequest, request: Request, dl: Deadline = deadline.LLM):
     """One chat turn as server-sent events.
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.http.models import Strict
+from gateway.http.streams import Stream, TextDelta
 from gateway.reasoning.protocol import Escalation, LlmUsage
 
 
@@ -90,3 +91,25 @@ class TaskResponse(BaseModel):
     timings: TaskTimings
     escalation: Escalation | None = Field(None, description="the cheaper route whose output broke the schema twice "
                                                             "before `route` was asked (null: none)")
+
+
+class RetryEvent(BaseModel):
+    """``retry``: the output broke the task's schema; what was written so far is void, written again once."""
+
+    attempt: int = Field(description="the attempt that starts now (2)")
+    error: str = Field(description="what the first attempt broke")
+
+
+class EscalateEvent(BaseModel):
+    """``escalate``: the route's output broke the schema twice; the larger route writes it (what came is void)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    from_: str = Field(alias="from", description="the route whose output was refused")
+    to: str = Field(description="the route asked now")
+    reason: str = Field(description="`invalid_output`")
+
+
+STREAM = Stream({"delta": TextDelta, "retry": RetryEvent, "escalate": EscalateEvent, "done": TaskResponse},
+                description="`delta` events as the output is written (`retry` or `escalate` voids what came "
+                            "before), then `done` with the validated output, or `error`")

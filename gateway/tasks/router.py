@@ -9,7 +9,7 @@ from gateway.files.protocol import FileIn
 from gateway.files.serving import decode
 from gateway.http.deadline import TIMEOUT_HEADER, Deadline, parse_timeout
 from gateway.http.errors import ApiError, FieldError, documented
-from gateway.reasoning.router import SSE_DOC, SSE_HEADERS
+from gateway.reasoning.router import SSE_HEADERS
 from gateway.tasks import protocol as api
 from gateway.tasks.serving import Tasks
 
@@ -32,7 +32,7 @@ async def list_tasks(request: Request):
     return _tasks(request).listing()
 
 
-@router.post("/v1/tasks/{name}:stream", responses={**ERRORS, **SSE_DOC})
+@router.post("/v1/tasks/{name}:stream", responses={**ERRORS, **api.STREAM.doc()})
 async def run_task_stream(name: str, body: api.TaskRequest, request: Request):
     """The run as server-sent events, in this order (declared before `/v1/tasks/{name}`, which would match it).
 

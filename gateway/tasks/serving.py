@@ -25,8 +25,9 @@ from prometheus_client import Counter
 from clients.errors import MeshClientError
 from clients.reasoning import Delta, StreamError, TaskDone, TaskEvent, TaskRetry, Timeouts, Usage
 from gateway.http.errors import ApiError, FieldError, from_client_error
+from gateway.http.streams import TextDelta
 from gateway.http.telemetry import note
-from gateway.reasoning.events import error_event, sse, usage_of
+from gateway.reasoning.events import usage_of
 from gateway.reasoning.pool import PooledStream
 from gateway.reasoning.routes import ESCALATIONS, ModelRoute, ModelRoutes
 from gateway.tasks import protocol as api
@@ -286,21 +287,21 @@ class Tasks:
                 try:
                     async for event in self._generate(run, deadline):
                         if "delta" in event:
-                            yield sse("delta", {"text": event["delta"]})
+                            yield api.STREAM.send("delta", TextDelta(text=event["delta"]))
                         else:
-                            yield sse("retry", {"attempt": 2, "error": event["retry"]})
+                            yield api.STREAM.send("retry", api.RetryEvent(attempt=2, error=event["retry"]))
                     break
                 except ApiError as err:
                     if not self._escalate(run, err):
                         raise
-                    yield sse("escalate", {"from": run.escalated_from, "to": run.route.name,
-                                           "reason": "invalid_output"})
+                    yield api.STREAM.send("escalate", api.EscalateEvent(
+                        from_=run.escalated_from or "", to=run.route.name, reason="invalid_output"))
             response = self._finish(run)
         except ApiError as err:
             if err.body.error.code != "invalid_output":
                 RUNS.labels(run.task.name, "failed").inc()
-            yield error_event(err)
+            yield api.STREAM.error(err)
             return
         if not run.cached:
             await self._remember(run)
-        yield sse("done", response.model_dump())
+        yield api.STREAM.send("done", response)

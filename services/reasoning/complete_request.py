@@ -20,10 +20,10 @@ from services.reasoning.completions import (
     ToolMode,
     ToolSpec,
     backend_messages,
-    check_schema,
     tool_choice_schema,
 )
 from services.reasoning.config import ReasoningSettings
+from services.reasoning.schema_checks import check_schema
 
 ROLES: dict[int, Role] = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant", pb.ROLE_SYSTEM: "system",
                           pb.ROLE_TOOL: "tool"}

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from services.reasoning.backends.base import GenerationParams
 from services.reasoning.completions import (
     REPLY_TOOL,
-    AnswerInvalid,
     Decoded,
     Plan,
     ToolCallOut,
@@ -29,6 +28,7 @@ from services.reasoning.completions import (
     reply_as_tool,
 )
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage, add_usage
+from services.reasoning.schema_checks import AnswerInvalid
 from services.runtime.jsonstream import AnswerText
 
 MIN_REGENERATION_S = 1.0  # less than this left of the total deadline: no second answer is tried

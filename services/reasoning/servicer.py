@@ -22,11 +22,12 @@ from services.reasoning.backends.base import GenerationParams
 from services.reasoning.cards import ItemIn, ReasonOut
 from services.reasoning.complete_request import check_text, complete_plan
 from services.reasoning.completer import Completer, ToolCalls
-from services.reasoning.completions import MAX_STOP, check_schema
+from services.reasoning.completions import MAX_STOP
 from services.reasoning.config import ReasoningSettings
 from services.reasoning.generation import Delta, Failed, Finished, Generator, Timeouts, Usage
 from services.reasoning.prompts import Turn, chat_messages, summary_messages
 from services.reasoning.reasons import ReasonWriter
+from services.reasoning.schema_checks import check_schema
 from services.reasoning.schema_patterns import LinearValidator
 from services.reasoning.tasks import Retry, TaskDone, TaskRunner
 from services.runtime.tasks.checks import TaskInputError, checked_input

@@ -70,7 +70,7 @@ async def test_the_same_question_is_served_the_checked_answer_without_the_model(
         assert again["timings"]["cache_ms"] is not None and again["timings"]["search_ms"] == 0.0
         # The stream route serves it too: passages, the answer, done.
         r = await http.post("/v1/answers:stream", json={"collection": name, "question": QUESTION})
-        events = parse_sse(r.text)
+        events = parse_sse(r)
         assert [e for e, _ in events] == ["passages", "delta", "done"] and events[2][1]["cached"] == "semantic"
         assert len(standin.requests) == 1
 

@@ -128,7 +128,7 @@ async def _session(http_client, **body) -> str:
 async def _turn(http_client, sid: str, text: str) -> list[tuple[str, dict]]:
     r = await http_client.post(f"/v1/assistant/sessions/{sid}/messages", json={"text": text})
     assert r.status_code == 200, r.text
-    return parse_sse(r.text)
+    return parse_sse(r)
 
 
 async def test_a_search_turn_answers_with_checked_citations_and_the_session_keeps_it(assistant):
@@ -232,6 +232,18 @@ async def test_a_reference_date_off_the_calendar_is_400(assistant):
     r = await http_client.post("/v1/assistant/sessions",
                                json={"collections": ["career"], "reference_date": "2026-13-45"})
     assert r.status_code == 400 and r.json()["error"]["fields"][0]["field"] == "reference_date"
+
+
+async def test_a_session_keeps_its_time_zone_and_an_unknown_zone_is_400_naming_it(assistant):
+    http_client, _ = assistant
+    r = await http_client.post("/v1/assistant/sessions", json={"collections": ["career"], "timezone": "Mars/Olympus"})
+    assert r.status_code == 400, r.text
+    field = r.json()["error"]["fields"][0]
+    assert field["field"] == "timezone" and "'Mars/Olympus' is not an IANA time zone" in field["description"]
+    sid = await _session(http_client, timezone="Europe/Berlin")
+    assert (await http_client.get(f"/v1/assistant/sessions/{sid}")).json()["timezone"] == "Europe/Berlin"
+    default = await _session(http_client)
+    assert (await http_client.get(f"/v1/assistant/sessions/{default}")).json()["timezone"] == "Asia/Seoul"
 
 
 async def test_a_task_whose_text_the_model_wrote_is_refused_by_code(assistant):

@@ -124,7 +124,7 @@ async def test_the_stream_sends_deltas_a_retry_then_the_validated_object():
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         hit = await http.post("/v1/tasks/calendar_parse:stream",
                               json={"input": {"text": NOTICE, "reference_date": "2026-12-04"}})
-    events = parse_sse(r.text)
+    events = parse_sse(r)
     kinds = [k for k, _ in events]
     retry = kinds.index("retry")
     assert kinds[-1] == "done" and set(kinds[:retry]) == {"delta"} and set(kinds[retry + 1:-1]) == {"delta"}
@@ -132,7 +132,7 @@ async def test_the_stream_sends_deltas_a_retry_then_the_validated_object():
     assert json.loads(second) == CALENDAR
     done = events[-1][1]
     assert done["attempts"] == 2 and done["result"]["start"] == "2026-12-08T15:00:00+09:00"
-    assert [k for k, _ in parse_sse(hit.text)] == ["done"] and parse_sse(hit.text)[0][1]["cached"]
+    assert [k for k, _ in parse_sse(hit)] == ["done"] and parse_sse(hit)[0][1]["cached"]
 
 
 async def test_skills_score_grade_and_overall_are_computed_not_written_by_the_model():

@@ -77,7 +77,7 @@ async def test_an_unsupported_answer_is_asked_once_of_the_larger_route(embedding
         assert s.requests[0]["messages"] == big.requests[0]["messages"], "the same prompt"
         # Streamed, the refused answer is never shown: one delta, the larger route's.
         r = await http.post("/v1/answers:stream", json={"collection": name, "question": QUESTION, "cache": False})
-        events = parse_sse(r.text)
+        events = parse_sse(r)
         assert [e for e, _ in events] == ["passages", "delta", "done"] and "14일" in events[1][1]["text"]
 
 
@@ -99,7 +99,7 @@ async def test_a_task_output_breaking_the_schema_twice_escalates_once():
                                                                   "usage": None}
         assert len(s.requests) == 2 and len(big.requests) == 1
         r = await http.post("/v1/tasks/calendar_parse:stream", json={"input": {"text": NOTICE}, "cache": False})
-        kinds = [e for e, _ in parse_sse(r.text)]
+        kinds = [e for e, _ in parse_sse(r)]
         assert "escalate" in kinds and kinds[-1] == "done"
         assert kinds.index("escalate") > kinds.index("retry")
     async with two_routes([bad], [bad]) as (http, (s, big)):  # the larger one fails too: 502, asked once

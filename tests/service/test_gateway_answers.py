@@ -140,7 +140,7 @@ async def test_the_stream_sends_passages_then_the_checked_answer_then_done(catal
     async with answering(catalog, [answer_json(True, answer, [1])]) as (http, _):
         r = await http.post("/v1/answers:stream", json={"collection": "policies", "question": "출장비 청구 기한"})
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    events = parse_sse(r.text)
+    events = parse_sse(r)
     assert events[0][0] == "passages" and events[0][1]["passages"][0]["id"] == "hr-expense"
     assert [e for e, _ in events] == ["passages", "delta", "done"]  # the answer only once it passed the checks
     assert events[1][1]["text"] == answer
@@ -166,7 +166,7 @@ async def test_answers_their_evidence_does_not_hold_are_unsupported_and_never_sh
             assert out["support"]["check"] == check and out["citations"] == [], out
         r = await http.post("/v1/answers:stream", json={"collection": "policies",
                                                         "question": "연차 휴가는 며칠인가요?"})
-    events = parse_sse(r.text)
+    events = parse_sse(r)
     assert [e for e, _ in events] == ["passages", "done"] and events[-1][1]["reason"] == "unsupported"
     assert events[-1][1]["support"]["numbers_missing"] == ["25일"]  # a number with its unit
 
@@ -184,7 +184,7 @@ async def test_passages_that_cannot_answer_are_refused_before_the_llm_is_asked(c
         assert rel["features"]["cover_all"] == 1.0  # 연차, 휴가: both in the passages
         s = await http.post("/v1/answers:stream", json={"collection": "policies", "question": question,
                                                         "min_relevance": 1.0})
-        assert [e for e, _ in parse_sse(s.text)] == ["passages", "done"] and standin.requests == []
+        assert [e for e, _ in parse_sse(s)] == ["passages", "done"] and standin.requests == []
         out = (await http.post("/v1/answers", json={"collection": "policies", "question": question,
                                                     "min_relevance": 0})).json()  # 0: the model is always asked
         assert out["answerable"] and out["relevance"]["threshold"] == 0 and len(standin.requests) == 1
@@ -195,7 +195,7 @@ async def test_the_llm_down_is_a_503_and_an_error_event(catalog):
         r = await http.post("/v1/answers", json={"collection": "policies", "question": "연차 이월"})
         assert r.status_code == 503, r.text
         s = await http.post("/v1/answers:stream", json={"collection": "policies", "question": "연차 이월"})
-    events = parse_sse(s.text)
+    events = parse_sse(s)
     assert events[0][0] == "passages" and events[-1][0] == "error"
 
 

@@ -65,7 +65,7 @@ async def test_recommendations_have_a_reason_per_card_from_one_call_each(real_gw
 async def test_recommendations_stream_cards_first_then_a_reason_per_card_then_reasons_then_done(real_gw):
     r = await real_gw.post("/v1/recommendations:stream", json={"collection": "rec", "query": "장마 준비", "top_k": 2})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    events = parse_sse(r.text)
+    events = parse_sse(r)
     assert [e for e, _ in events] == ["cards", "reason", "reason", "reasons", "done"]
     ids = [c["id"] for c in events[0][1]["cards"]]
     assert all(c["reason_status"] is None for c in events[0][1]["cards"])  # no reasons yet
@@ -80,7 +80,7 @@ async def test_recommendations_stream_cards_first_then_a_reason_per_card_then_re
 async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(real_gw):
     body = {"session_id": "s-1", "message": "안녕하세요", "system": "당신은 친절한 도우미입니다.", "max_tokens": 4}
     r = await real_gw.post("/v1/chat", json=body)
-    events = parse_sse(r.text)
+    events = parse_sse(r)
     assert events[-1][0] == "done" and {e for e, _ in events[:-1]} == {"delta"}
     # Every delta holds at least one token; llama-server sends a multi-token character as one delta.
     assert 1 <= len(events) - 1 <= events[-1][1]["usage"]["completion_tokens"] <= 4
@@ -89,7 +89,7 @@ async def test_chat_sse_ends_with_done_and_16_concurrent_streams_all_terminate(r
     async def one(i: int) -> list[tuple[str, dict]]:
         resp = await real_gw.post("/v1/chat", json={**body, "session_id": f"c-{i}", "message": f"{i} 더하기 1은?"})
         assert resp.status_code == 200
-        return parse_sse(resp.text)
+        return parse_sse(resp)
 
     results = await asyncio.gather(*[one(i) for i in range(16)])
     for events in results:  # every stream complete: text, then done with matching accounting
@@ -137,7 +137,7 @@ async def test_sessions_stick_to_one_instance_and_reasons_degrade(catalog):
                 for turn in range(4):
                     for session in ("alpha", "beta", "gamma", "delta", "omega", "sigma"):
                         r = await http.post("/v1/chat", json={"session_id": session, "message": f"{turn}번째"})
-                        assert parse_sse(r.text)[-1][0] == "done"
+                        assert parse_sse(r)[-1][0] == "done"
                         seen.setdefault(session, set()).add(r.headers["X-Mesh-Reasoning-Instance"])
                 assert all(len(v) == 1 for v in seen.values()), seen
                 assert len(set().union(*seen.values())) >= 2  # sessions spread over instances
@@ -183,7 +183,7 @@ async def test_each_card_says_whether_its_reason_passed_the_checks(catalog):
                 assert r.json()["usage"]["llm_calls"] == 4  # one per card, one more for r2
 
                 r = await http.post("/v1/recommendations:stream", json=body)
-                events = parse_sse(r.text)
+                events = parse_sse(r)
                 assert [e for e, _ in events] == ["cards", "reason", "reason", "reason", "reasons", "done"]
                 streamed = [(d["id"], d["status"]) for _, d in events[1:4]]
                 assert streamed[2] == ("r2", "failed")  # after its regeneration, behind the cards that passed

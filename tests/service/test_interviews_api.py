@@ -129,7 +129,7 @@ async def test_answers_are_scored_as_they_come_and_the_report_only_gathers(reaso
         asked = len(standin.requests)
         r = await http.post(f"/v1/interviews/{sid}/report:stream", json={})
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        events = parse_sse(r.text)
+        events = parse_sse(r)
         assert [e for e, _ in events] == ["answer", "report"]
         assert events[0][1]["turn"] == 1 and events[0][1]["overall"] == 7.8
         assert events[1][1]["grade"] == "B" and "등급 B" in events[1][1]["summary"]

@@ -20,6 +20,8 @@ import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase, given
+from schemathesis.checks import response_schema_conformance
+from schemathesis.core.failures import FailureGroup
 
 from support import free_port, job_finished
 from support.apps import gateway_app, serving
@@ -35,8 +37,10 @@ Observed = dict[str, dict[int, str]]  # "METHOD /path" -> status -> the first re
 
 
 def explore(base_url: str, path_values: dict[str, dict[str, str]] | None = None,
-            body_values: dict[str, dict[str, str]] | None = None) -> tuple[Observed, Observed]:
-    """Send schemathesis' cases for every operation of the served spec; (observed codes, undocumented ones).
+            body_values: dict[str, dict[str, str]] | None = None) -> tuple[Observed, Observed, Observed]:
+    """Send schemathesis' cases for every operation of the served spec.
+
+    (observed codes, undocumented ones, JSON bodies that break their documented schema).
 
     ``path_values`` maps an operation ("METHOD /path") to path parameters of resources that exist, and
     ``body_values`` to JSON body fields that name them (set in valid bodies); both are tried besides the
@@ -45,6 +49,7 @@ def explore(base_url: str, path_values: dict[str, dict[str, str]] | None = None,
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
     observed: Observed = {}
     undocumented: Observed = {}
+    nonconforming: Observed = {}
     for result in schema.get_all_operations():
         operation = result.ok()
         label = f"{operation.method.upper()} {operation.path}"
@@ -61,27 +66,37 @@ def explore(base_url: str, path_values: dict[str, dict[str, str]] | None = None,
 
             try:
                 send_cases(strategy, base_url, documented, observed.setdefault(label, {}),
-                           undocumented.setdefault(label, {}))
+                           undocumented.setdefault(label, {}), nonconforming.setdefault(label, {}))
             except hypothesis.errors.Unsatisfiable:
                 assert mode is schemathesis.GenerationMode.NEGATIVE, label  # nothing there to make invalid
     undocumented = {label: codes for label, codes in undocumented.items() if codes}
-    return observed, undocumented
+    nonconforming = {label: codes for label, codes in nonconforming.items() if codes}
+    return observed, undocumented, nonconforming
 
 
 def send_cases(strategy, base_url: str, documented: set[str], observed: dict[int, str],
-               undocumented: dict[int, str]) -> None:
-    """Send ``EXAMPLES`` cases drawn from ``strategy`` (fixed seed); record each status and its first request."""
+               undocumented: dict[int, str], nonconforming: dict[int, str]) -> None:
+    """Send ``EXAMPLES`` cases drawn from ``strategy`` (fixed seed); record each status and its first request.
+
+    A JSON body that breaks the schema its status code documents is recorded in ``nonconforming``.
+    """
 
     @hypothesis.seed(SEED)
     @hypothesis.settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
                          suppress_health_check=list(HealthCheck))
     @given(case=strategy)
     def send(case) -> None:
-        status = case.call(base_url=base_url, timeout=30).status_code
+        response = case.call(base_url=base_url, timeout=30)
+        status = response.status_code
         example = case.as_curl_command()
         observed.setdefault(status, example)
         if str(status) not in documented and "default" not in documented:
             undocumented.setdefault(status, example)
+        elif str(response.headers.get("content-type", "")).find("application/json") >= 0:
+            try:  # the body follows the schema documented for its status code
+                case.validate_response(response, checks=[response_schema_conformance])
+            except FailureGroup as failed:
+                nonconforming.setdefault(status, f"{example}\n  {str(failed)[:600]}")
 
     send()
 
@@ -124,24 +139,36 @@ async def test_every_observed_status_code_is_documented(embedding_service, retri
                       redis_url=redis_url)
     async with serving(app) as base_url:
         path_values, body_values = await seed_resources(base_url)
-        observed, undocumented = await asyncio.to_thread(explore, base_url, path_values, body_values)
+        observed, undocumented, nonconforming = await asyncio.to_thread(explore, base_url, path_values, body_values)
     operations = {f"{method.upper()} {path}" for path, ops in app.openapi()["paths"].items() for method in ops}
     assert set(observed) == operations  # every operation was exercised
     assert {200, 400, 404} <= set().union(*observed.values()), observed  # both happy and refused paths ran
     assert undocumented == {}, "\n".join(f"{op}: {status} undocumented, e.g. {example}"
                                          for op, codes in undocumented.items() for status, example in codes.items())
+    assert nonconforming == {}, "\n".join(f"{op}: {status} body breaks its schema, e.g. {example}"
+                                           for op, codes in nonconforming.items() for status, example in codes.items())
 
 
-async def test_an_undocumented_status_code_is_reported():
+async def test_an_undocumented_status_code_and_a_body_off_its_schema_are_reported():
+    from fastapi import HTTPException
+    from fastapi.responses import JSONResponse
+
     app = FastAPI()
 
     @app.get("/teapot/{kind}", responses={404: {"description": "no such kind"}})
     async def teapot(kind: str) -> dict[str, str]:
-        from fastapi import HTTPException
-
         raise HTTPException(418 if kind == "tea" else 404)
 
+    named = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+
+    @app.get("/pot", response_model=None,
+             responses={200: {"description": "a pot", "content": {"application/json": {"schema": named}}}})
+    async def pot() -> JSONResponse:
+        return JSONResponse({"name": 5})  # not the string the spec says
+
     async with serving(app) as base_url:
-        observed, undocumented = await asyncio.to_thread(explore, base_url, {"GET /teapot/{kind}": {"kind": "tea"}})
+        observed, undocumented, nonconforming = await asyncio.to_thread(
+            explore, base_url, {"GET /teapot/{kind}": {"kind": "tea"}})
     assert set(observed["GET /teapot/{kind}"]) >= {404, 418}
     assert set(undocumented) == {"GET /teapot/{kind}"} and set(undocumented["GET /teapot/{kind}"]) == {418}
+    assert set(nonconforming) == {"GET /pot"} and set(nonconforming["GET /pot"]) == {200}

@@ -20,10 +20,12 @@ from opentelemetry.trace import TracerProvider
 
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.http.streams import parse
 from gateway.vectors.cache import EmbeddingCache, LocalLruCache
 from gateway.wiring import build_mesh
 from services.runtime.loopguard import starting
 from support.ports import listening_socket
+from support.sse import checked_events
 
 
 def target(where: str | int) -> str:
@@ -79,10 +81,12 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
             await task
 
 
-def parse_sse(text: str) -> list[tuple[str, dict]]:
-    """A whole server-sent-event body as (event, data) pairs."""
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
+def parse_sse(body: httpx.Response | str) -> list[tuple[str, Any]]:
+    """A whole server-sent-event body as (event, data) pairs.
+
+    Given the response, every event is also checked against the operation's spec (tests/support/sse.py):
+    an event or a field the spec does not declare fails the test that received it.
+    """
+    if isinstance(body, httpx.Response):
+        return checked_events(body)
+    return [(event, json.loads(data)) for event, data in parse(body)]

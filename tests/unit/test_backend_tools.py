@@ -93,7 +93,7 @@ def test_the_file_refuses_hosts_off_the_list_plain_http_and_bad_schemas(tmp_path
 
 
 def test_a_task_argument_is_the_persons_words_when_its_character_pairs_are_in_the_message():
-    from gateway.assistant.serving import MIN_OWN_WORDS, own_words
+    from gateway.assistant.calls import MIN_OWN_WORDS, own_words
 
     message = "이력서: 백엔드 개발 4년, 자바와 스프링. 공고: 자바/스프링 3년 이상, 카프카 우대. 분석해 줘"
     assert own_words("자바/스프링 3年 이상, 카프카우대", message) >= MIN_OWN_WORDS  # copied, one glyph slipped

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gateway.conversations import confirm
-from gateway.conversations.profile import Vocabulary, empty_profile
+from gateway.conversations.profile import empty_profile
+from gateway.conversations.reading import Vocabulary
 
 VOCAB = Vocabulary(("향수", "꽃", "케이크", "와인", "향초", "지갑", "시계"),
                    ("알코올", "견과류", "각인", "비건", "가죽"))

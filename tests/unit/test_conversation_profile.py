@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.conversations.profile import Fields, Vocabulary, empty_profile, mentions, merge, search_of
+from gateway.conversations.profile import empty_profile, merge
+from gateway.conversations.query import Fields, search_of
+from gateway.conversations.reading import Vocabulary, mentions
 
 VOCAB = Vocabulary(("향수", "꽃", "케이크", "와인", "향초", "지갑", "시계", "초콜릿"),
                    ("향", "꽃향", "알코올", "무알코올", "견과류", "각인", "가죽", "전자", "세트", "비건"))

@@ -10,8 +10,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.conversations.budget import budget
 from gateway.conversations.confirm import won
-from gateway.conversations.profile import Vocabulary, budget, empty_profile, merge
+from gateway.conversations.profile import empty_profile, merge
+from gateway.conversations.reading import Vocabulary
 from gateway.conversations.stance import accepts, nominal
 
 VOCAB = Vocabulary(("향수", "꽃", "케이크", "와인", "향초", "지갑", "시계", "초콜릿", "머그컵", "장난감"),

@@ -44,3 +44,13 @@ def test_the_site_navigation_names_only_pages_that_exist_or_are_generated():
 
     for page in leaves(config["nav"]):
         assert page in generated or (ROOT / "docs" / page).is_file(), page
+
+
+def test_the_readme_starts_with_the_two_commands_and_stays_short():
+    """The README is the front door: two set-up commands first, at most 200 lines; the rest is on the site."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert lines[:4] == ["```bash", lines[1], lines[2], "```"], lines[:4]
+    assert lines[1].startswith("make run ") and lines[2].startswith("make test "), lines[:4]
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; move detail to a docs/ page and link it"
+    for link in re.findall(r"\]\((docs/[^)#]+)", "\n".join(lines)):
+        assert (ROOT / link).is_file(), f"README links a missing page: {link}"

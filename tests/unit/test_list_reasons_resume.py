@@ -12,7 +12,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from gateway.conversations.finish import Finish
-from gateway.conversations.profile import Vocabulary, empty_profile
+from gateway.conversations.profile import empty_profile
+from gateway.conversations.reading import Vocabulary
 from gateway.tasks.store import MemoryKeyValue
 
 

@@ -88,7 +88,7 @@ WINDOWED = {f"services.runtime.korean.dates:{name}" for name in
 def test_the_collection_finds_the_patterns_it_must():
     assert len(PATTERNS) > 100
     assert "services.ocr.files:HTML_START" in PATTERNS
-    assert any(key.startswith("gateway.conversations.profile:") for key in PATTERNS)
+    assert any(key.startswith("gateway.conversations.reading:") for key in PATTERNS)
 
 
 def test_the_generator_finds_the_known_bad_shapes():

@@ -1,6 +1,6 @@
 """Who a gift is for and what it marks: the closed classes of kin and role words and of occasions.
 
-Read by the gift conversations (gateway/conversations/profile.py: the recipient and occasion slots) and
+Read by the gift conversations (gateway/conversations/slots.py: the recipient and occasion slots) and
 by the reasons' rule-written fallback (services/reasoning/fallback.py: the query's facets). Kin and
 occasion words are a closed class of the language, unlike refusals or wishes, which are read by
 grammar; a word one syllable longer is still read (여동생 through 동생, see the profile's ``_listed``).

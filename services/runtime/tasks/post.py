@@ -139,12 +139,23 @@ def criteria_mean(output: dict, value: dict) -> dict:
     return out
 
 
+DEFAULT_TIMEZONE = "Asia/Seoul"  # the one default of every route that reads dates
+
+
+def zone(name: str | None) -> ZoneInfo:
+    """The IANA time zone ``name`` (the default when none); ValueError naming it when there is no such zone."""
+    try:
+        return ZoneInfo(name or DEFAULT_TIMEZONE)
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # "Asia" is a directory: IsADirectoryError
+        raise ValueError(f"{name!r} is not an IANA time zone (e.g. {DEFAULT_TIMEZONE}, Europe/Berlin)") from None
+
+
 def reference(value: dict) -> tuple[date, ZoneInfo]:
     """The input's reference date (default: today in its zone) and time zone (default Asia/Seoul)."""
     try:
-        tz = ZoneInfo(value.get("timezone") or "Asia/Seoul")
-    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # "Asia" is a directory: IsADirectoryError
-        raise PostError("input.timezone", f"{value.get('timezone')!r} is not an IANA time zone") from None
+        tz = zone(value.get("timezone"))
+    except ValueError as err:
+        raise PostError("input.timezone", str(err)) from None
     raw = value.get("reference_date")
     if not raw:
         return datetime.now(tz).date(), tz

@@ -16,16 +16,15 @@ from services.reasoning.backends.base import GenerationParams
 from services.reasoning.backends.openai_http import OpenAIBackend
 from services.reasoning.completer import Completer, ToolCalls
 from services.reasoning.completions import (
-    AnswerInvalid,
     MessageIn,
     Plan,
     ToolCallIn,
     ToolSpec,
     backend_messages,
-    check_schema,
     tool_choice_schema,
 )
 from services.reasoning.generation import Delta, Failed, Finished, Generator, PriceTable, Timeouts
+from services.reasoning.schema_checks import AnswerInvalid, check_schema
 
 WEATHER = ToolSpec("get_weather", "도시의 현재 날씨", {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
@@ -177,7 +176,7 @@ def test_a_schema_no_backend_could_be_sent_is_a_violation_naming_the_field(raw, 
 
 
 def test_grammar_bounds_name_every_place_a_schema_passes_them():
-    from services.reasoning.completions import MAX_ENUM, grammar_violations
+    from services.reasoning.schema_checks import MAX_ENUM, grammar_violations
 
     schema = {"type": "object", "properties": {
         "city": {"enum": [str(i) for i in range(MAX_ENUM + 1)]},

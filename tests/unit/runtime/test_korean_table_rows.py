@@ -8,7 +8,9 @@ import pytest
 
 from gateway.answers.packing import Passage
 from gateway.answers.support import check, numbered
-from gateway.conversations.profile import Vocabulary, empty_profile, merge, nearest, to_relate
+from gateway.conversations.profile import empty_profile, merge
+from gateway.conversations.reading import Vocabulary
+from gateway.conversations.related import nearest, to_relate
 from services.ocr.pii.detector import detect
 from services.reasoning.arguments import MONEY, correct, grounded
 from services.reasoning.completions import cut_reply
