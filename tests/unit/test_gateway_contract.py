@@ -35,6 +35,13 @@ def test_rule_catches_changes_and_allows_additions():
     optional = copy.deepcopy(spec)
     optional["components"]["schemas"]["SearchRequest"]["properties"]["extra"] = {"type": "string"}
     assert changed_operations(spec, optional) == []
+    streamed = copy.deepcopy(spec)  # event schemas added to a stream released as text: documentation, allowed
+    sse = streamed["paths"]["/v1/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    without = copy.deepcopy(spec)
+    del without["paths"]["/v1/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]["x-itemSchema"]
+    assert changed_operations(without, streamed) == []
+    sse["x-itemSchema"]["oneOf"].pop()  # once released, changing them is a change
+    assert "changed: POST /v1/chat" in changed_operations(spec, streamed)
     required = copy.deepcopy(optional)
     required["components"]["schemas"]["SearchRequest"].setdefault("required", []).append("extra")
     assert "schema changed: SearchRequest" in changed_operations(spec, required)
