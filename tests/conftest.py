@@ -119,6 +119,18 @@ def llm_server(tmp_path_factory):
     server.stop()
 
 
+def pytest_terminal_summary(terminalreporter):
+    """After a run that checked streamed events: the declared events no test received (issue 82)."""
+    from support import sse
+
+    if sse.SEEN:
+        missing = sse.unseen()
+        terminalreporter.write_line(f"stream events checked against the spec: {len(sse.SEEN)}; declared but "
+                                    f"never received in this run: {len(missing)}")
+        for line in missing:
+            terminalreporter.write_line(f"  {line}")
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark long tests in one place: every real-LLM test ``llm`` and ``slow``, every system test ``slow``.
 

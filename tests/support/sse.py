@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator
 from gateway.http.streams import ITEM_SCHEMA, parse
 
 SPEC_FILE = Path(__file__).resolve().parents[2] / "gateway" / "openapi.json"
+SEEN: set[tuple[str, str, str]] = set()  # (method, path template, event) checked in this test session
 
 
 @functools.cache
@@ -44,13 +45,19 @@ def _closed(node: Any) -> Any:
 
 def item_schema(method: str, path: str) -> dict[str, Any]:
     """The per-event schema of the streaming operation serving ``method path`` (a concrete path)."""
+    return spec()["paths"][template_of(method, path)][method.lower()]["responses"]["200"]["content"][
+        "text/event-stream"][ITEM_SCHEMA]
+
+
+def template_of(method: str, path: str) -> str:
+    """The spec's path template of the streaming operation serving ``method path``."""
     for template, ops in spec()["paths"].items():
         pattern = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/:]+", re.escape(template)) + "$"
         op = ops.get(method.lower())
         if op is not None and re.match(pattern, path):
             content = op["responses"]["200"]["content"].get("text/event-stream")
             assert content is not None and ITEM_SCHEMA in content, f"{method} {template} describes no event stream"
-            return content[ITEM_SCHEMA]
+            return template
     raise AssertionError(f"no operation of the spec serves {method} {path}")
 
 
@@ -63,6 +70,7 @@ def check(method: str, path: str, event: str, data: str) -> Any:
     """``data`` of ``event`` parsed, after checking both against the operation's spec (AssertionError else)."""
     variants = [v for v in item_schema(method, path)["oneOf"] if v["properties"]["event"]["const"] == event]
     assert variants, f"{method} {path} sent event {event!r}, which its spec does not declare"
+    SEEN.add((method.upper(), template_of(method, path), event))
     failures = []
     for variant in variants:
         schema = variant["properties"]["data"]
@@ -89,3 +97,16 @@ def checked_events(response: httpx.Response) -> list[tuple[str, Any]]:
     """A whole event-stream response as (event, data) pairs, every event checked against the spec."""
     request = response.request
     return [(event, check(request.method, request.url.path, event, data)) for event, data in parse(response.text)]
+
+
+def unseen() -> list[str]:
+    """Declared events no test of this session received (shown after the run: what the suite never sends)."""
+    out = []
+    for template, ops in spec()["paths"].items():
+        for method, op in ops.items():
+            item = op.get("responses", {}).get("200", {}).get("content", {}).get("text/event-stream", {})
+            for variant in item.get(ITEM_SCHEMA, {}).get("oneOf", []):
+                event = variant["properties"]["event"]["const"]
+                if (method.upper(), template, event) not in SEEN:
+                    out.append(f"{method.upper()} {template}: {event}")
+    return sorted(set(out))
