@@ -8,8 +8,10 @@ tests cover the seven event streams: answers (tests/service/test_gateway_answers
 test_escalation.py), recommendations and chat (test_gateway_reasoning.py), tasks (test_declared_tasks_api.py,
 test_escalation.py), conversation turns (test_conversation_lists.py), interview reports
 (test_interviews_api.py) and assistant turns (test_assistant.py). This module checks the declarations
-themselves and the eighth stream, OpenAI's chunks, against a reasoning service over a stand-in model (the
-real one answers in tests/service/test_chat_completions.py, whose SDK parses the chunks).
+themselves, the eighth stream (OpenAI's chunks) and `error` events (a stalled chat, a task whose output
+never parses) against a reasoning service over a stand-in model (the real one answers in
+tests/service/test_chat_completions.py, whose SDK parses the chunks). After a run, the terminal summary
+lists the declared events no test received (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from support.apps import asgi_client, gateway_app, parse_sse
 from support.servers import running_reasoning
 from support.sse import check, spec
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+SESSION_LOOP = pytest.mark.asyncio(loop_scope="session")
 STREAMING = {("post", "/v1/answers:stream"), ("post", "/v1/recommendations:stream"), ("post", "/v1/chat"),
              ("post", "/v1/tasks/{name}:stream"), ("post", "/v1/conversations/{conversation_id}/turns:stream"),
              ("post", "/v1/interviews/{interview_id}/report:stream"),
@@ -81,6 +83,7 @@ async def chat_gateway(embedding_service):
         standin.close()
 
 
+@SESSION_LOOP
 async def test_openai_chunks_conform_to_the_spec(chat_gateway):
     r = await chat_gateway.post("/v1/chat/completions", json={
         "model": "local", "stream": True, "stream_options": {"include_usage": True},
@@ -94,8 +97,32 @@ async def test_openai_chunks_conform_to_the_spec(chat_gateway):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
 
 
+@SESSION_LOOP
 async def test_chat_deltas_and_done_conform_to_the_spec(chat_gateway):
     r = await chat_gateway.post("/v1/chat", json={"session_id": "s1", "message": "인사해 줘"})
     assert r.status_code == 200, r.text
     events = parse_sse(r)
     assert [e for e, _ in events] == ["delta", "delta", "done"] and events[-1][1]["usage"]["llm_calls"] == 1
+
+
+@SESSION_LOOP
+async def test_error_events_conform_to_the_spec(embedding_service):
+    """A chat that stalls after its first piece, and a task whose output never parses, end in `error` events."""
+    standin = ChatStandIn([{"chunks": ["안녕", "하세요"], "stall_after": 1}])
+    try:
+        async with running_reasoning([OpenAIBackend("s", standin.url, "standin")], cold=True) as reasoning:
+            app = gateway_app(embedding_service.port, "127.0.0.1:1", reasoning_targets=f"127.0.0.1:{reasoning.port}",
+                              reasoning_generation_s=1.0, reasoning_total_s=2.0)
+            async with asgi_client(app, timeout=60) as http:
+                r = await http.post("/v1/chat", json={"session_id": "s2", "message": "인사해 줘"})
+                assert r.status_code == 200, r.text
+                events = parse_sse(r)
+                assert [e for e, _ in events] == ["delta", "error"], events
+                standin.script[:] = [{"chunks": ["JSON이 아닌 답"]}]
+                r = await http.post("/v1/tasks/calendar_parse:stream",
+                                    json={"input": {"text": "다음 주 화요일 3시 면접"}, "cache": False})
+                assert r.status_code == 200, r.text
+                kinds = [e for e, _ in parse_sse(r)]
+                assert kinds[-1] == "error" and "done" not in kinds, kinds
+    finally:
+        standin.close()
